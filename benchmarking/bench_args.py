@@ -1,0 +1,192 @@
+"""Workflow arguments accepted by the benchmarks workflow (stdlib only).
+
+The orchestrator imports ``WORKFLOW_ARG_KEYS`` to validate ``--workflow-args`` before it starts a
+server, and ``run_benchmarks.py`` turns the raw string dict into a typed ``BenchArgs`` here, so a
+typo fails in seconds with exit code 2 instead of after a long server start.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+# key -> one-line help (what the orchestrator prints when a key is unknown)
+WORKFLOW_ARG_HELP: dict[str, str] = {
+    "mode": "smoke | ci | full (default ci): how much of the sweep to run",
+    "only_targets": "true: only the spec's perf_reference points",
+    "points": "ISLxOSLxCON[xN],...: run exactly these points",
+    "percentiles": "comma list, default 50,90,99",
+    "goodput": "SLOs for request_goodput, e.g. ttft:500,tpot:50,e2el:10000 (ms)",
+    "tools": "tt (default) or tt,vllm / vllm: also run `vllm bench serve` over the same points",
+    "vllm_python": "python of a venv with vllm installed (for tools=vllm); or env TT_VLLM_BENCH_PYTHON",
+    "budget_s": "hard wall-time budget for the whole sweep (s)",
+    "point_budget_s": "hard wall-time budget per point (s)",
+    "request_rate": "requests/s (default inf = all at once, bounded by concurrency)",
+    "burstiness": "gamma shape of inter-arrival gaps: 1 = Poisson, inf = constant (default 1)",
+    "ramp": "linear ramp of request rate START:END (req/s) across the point",
+    "dataset": "random (default) | jsonl:PATH | shared_prefix[:PREFIX_LEN]",
+    "endpoint": "completions (default) | chat",
+    "warmup_requests": "requests per point sent before measuring and excluded from stats (default 0)",
+    "num_prompts": "override the prompt count of every point",
+    "request_timeout_s": "per-request total timeout (default 1800)",
+    "stall_timeout_s": "max silence between chunks before a request is a timeout (default 300)",
+    "seed": "random seed for prompts and arrivals (default 0)",
+}
+WORKFLOW_ARG_KEYS: frozenset[str] = frozenset(WORKFLOW_ARG_HELP)
+MODES = ("smoke", "ci", "full")
+PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
+
+
+class BenchArgError(ValueError):
+    """Bad --workflow-args input; run_benchmarks exits 2 with this message."""
+
+
+@dataclass
+class BenchArgs:
+    """Typed view of the workflow args; defaults are what an unqualified `ci` run uses."""
+
+    mode: str = "ci"
+    only_targets: bool = False
+    points: list[tuple[int, int, int, int | None]] = field(default_factory=list)
+    percentiles: list[float] = field(default_factory=lambda: [50.0, 90.0, 99.0])
+    goodput: dict[str, float] = field(default_factory=dict)
+    tools: list[str] = field(default_factory=lambda: ["tt"])
+    vllm_python: str | None = None
+    budget_s: float | None = None
+    point_budget_s: float | None = None
+    request_rate: float = math.inf
+    burstiness: float = 1.0
+    ramp: tuple[float, float] | None = None
+    dataset: str = "random"
+    dataset_path: str | None = None
+    shared_prefix_len: int | None = None
+    endpoint: str = "/v1/completions"
+    warmup_requests: int = 0
+    num_prompts: int | None = None
+    request_timeout_s: float = 1800.0
+    stall_timeout_s: float = 300.0
+    seed: int = 0
+
+
+def _float(key: str, value: str, *, positive: bool = True) -> float:
+    try:
+        out = float(value)
+    except ValueError:
+        raise BenchArgError(f"workflow arg {key}={value!r} is not a number") from None
+    if math.isnan(out) or (positive and out <= 0):
+        raise BenchArgError(f"workflow arg {key}={value!r} must be > 0")
+    return out
+
+
+def _int(key: str, value: str, *, minimum: int = 0) -> int:
+    try:
+        out = int(value)
+    except ValueError:
+        raise BenchArgError(f"workflow arg {key}={value!r} is not an integer") from None
+    if out < minimum:
+        raise BenchArgError(f"workflow arg {key}={value!r} must be >= {minimum}")
+    return out
+
+
+def _bool(key: str, value: str) -> bool:
+    low = str(value).strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off", ""):
+        return False
+    raise BenchArgError(f"workflow arg {key}={value!r} is not a boolean (true/false)")
+
+
+def parse_points(value: str) -> list[tuple[int, int, int, int | None]]:
+    """'128x128x1,2048x128x32x64' -> [(isl, osl, con, n|None), ...]."""
+    out = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        parts = item.lower().split("x")
+        if len(parts) not in (3, 4):
+            raise BenchArgError(f"point {item!r} must be ISLxOSLxCON or ISLxOSLxCONxN")
+        nums = [_int("points", p, minimum=1) for p in parts]
+        out.append((nums[0], nums[1], nums[2], nums[3] if len(nums) == 4 else None))
+    if not out:
+        raise BenchArgError("workflow arg points= is empty")
+    return out
+
+
+def parse_workflow_args(raw: dict) -> BenchArgs:
+    """Validate and type the raw {key: str} dict; raises BenchArgError naming the valid keys."""
+    unknown = sorted(set(raw) - WORKFLOW_ARG_KEYS)
+    if unknown:
+        raise BenchArgError(
+            f"unknown benchmarks workflow arg(s): {', '.join(unknown)}; valid keys: "
+            + ", ".join(sorted(WORKFLOW_ARG_KEYS)))
+    args = BenchArgs()
+    for key, value in raw.items():
+        value = "" if value is None else str(value).strip()
+        if key == "mode":
+            if value not in MODES:
+                raise BenchArgError(f"mode={value!r}: expected one of {', '.join(MODES)}")
+            args.mode = value
+        elif key == "only_targets":
+            args.only_targets = _bool(key, value)
+        elif key == "points":
+            args.points = parse_points(value)
+        elif key == "percentiles":
+            try:
+                pcts = [float(p) for p in value.split(",") if p.strip()]
+            except ValueError:
+                raise BenchArgError(f"percentiles={value!r} must be numbers like 50,90,99") from None
+            if not pcts or any(not 0 < p <= 100 for p in pcts):
+                raise BenchArgError(f"percentiles={value!r} must be in (0, 100]")
+            args.percentiles = pcts
+        elif key == "goodput":
+            slos = {}
+            for item in value.split(","):
+                name, sep, ms = item.partition(":")
+                name = name.strip()
+                if not sep or name not in ("ttft", "tpot", "e2el"):
+                    raise BenchArgError(f"goodput item {item!r} must be ttft:MS, tpot:MS or e2el:MS")
+                slos[name] = _float("goodput", ms)
+            args.goodput = slos
+        elif key == "tools":
+            tools = [t.strip() for t in value.split(",") if t.strip()]
+            bad = [t for t in tools if t not in ("tt", "vllm")]
+            if bad or not tools:
+                raise BenchArgError(f"tools={value!r}: expected tt and/or vllm")
+            args.tools = ["tt", "vllm"] if tools == ["vllm"] else tools
+        elif key == "vllm_python":
+            args.vllm_python = value
+        elif key in ("budget_s", "point_budget_s", "request_timeout_s", "stall_timeout_s"):
+            setattr(args, key, _float(key, value))
+        elif key == "request_rate":
+            args.request_rate = math.inf if value.lower() == "inf" else _float(key, value)
+        elif key == "burstiness":
+            args.burstiness = math.inf if value.lower() == "inf" else _float(key, value)
+        elif key == "ramp":
+            start, sep, end = value.partition(":")
+            if not sep:
+                raise BenchArgError(f"ramp={value!r} must be START:END requests/s")
+            args.ramp = (_float(key, start), _float(key, end))
+        elif key == "dataset":
+            if value == "random":
+                args.dataset = "random"
+            elif value.startswith("jsonl:") and len(value) > 6:
+                args.dataset, args.dataset_path = "jsonl", value[6:]
+            elif value == "shared_prefix" or value.startswith("shared_prefix:"):
+                args.dataset = "shared_prefix"
+                if ":" in value:
+                    args.shared_prefix_len = _int(key, value.split(":", 1)[1], minimum=1)
+            else:
+                raise BenchArgError(f"dataset={value!r}: expected random, jsonl:PATH or shared_prefix[:LEN]")
+        elif key == "endpoint":
+            endpoints = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+            if value not in endpoints and value not in endpoints.values():
+                raise BenchArgError(f"endpoint={value!r}: expected completions or chat")
+            args.endpoint = endpoints.get(value, value)
+        elif key == "warmup_requests":
+            args.warmup_requests = _int(key, value)
+        elif key == "num_prompts":
+            args.num_prompts = _int(key, value, minimum=1)
+        elif key == "seed":
+            args.seed = _int(key, value)
+    return args

@@ -1,0 +1,118 @@
+"""Which points a benchmarks run measures (stdlib only).
+
+A point is (isl, osl, max_concurrency, num_prompts). The sweep follows the reference project's
+rules (tt-inference-server §4.2): the spec's perf_reference points (they carry targets), then
+common ISL/OSL pairs at concurrency 1 and at the spec's max_concurrency, minus points already in
+perf_reference, minus points that do not fit the context (isl + osl > max_context). ``mode`` trims
+it: smoke = two tiny points, ci = perf_reference plus the first pair of each sweep, full = all.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from benchmarking.bench_args import BenchArgs
+
+BATCH_1_PAIRS: tuple[tuple[int, int], ...] = (
+    (128, 128), (128, 1024), (1024, 128), (2048, 128), (3072, 128),
+    (4096, 128), (8192, 128), (16384, 128), (32000, 128),
+)
+MAX_CONCURRENCY_PAIRS: tuple[tuple[int, int], ...] = (
+    (128, 128), (128, 1024), (2048, 128), (2048, 2048), (3000, 64),
+    (4000, 64), (4500, 64), (8000, 64), (16000, 64),
+)
+# smoke: a batch-1 point and a small-concurrency point, seconds each on a CPU engine
+SMOKE_POINTS: tuple[tuple[int, int, int, int], ...] = ((64, 16, 1, 4), (128, 32, 4, 8))
+CI_SWEEP_PAIRS = 1  # ci keeps the first N pairs of each sweep list
+
+
+@dataclass
+class Point:
+    """One benchmark point; `targets` holds the spec's expanded tiers when the point is a perf_reference one."""
+
+    isl: int
+    osl: int
+    max_concurrency: int
+    num_prompts: int
+    source: str = "custom"  # perf_reference | batch_1 | max_concurrency | custom
+    targets: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.isl, self.osl, self.max_concurrency)
+
+    @property
+    def stem(self) -> str:
+        """File stem shared by the summary, request log and metrics snapshot of this point."""
+        return f"point_isl-{self.isl}_osl-{self.osl}_con-{self.max_concurrency}_n-{self.num_prompts}"
+
+
+def num_prompts_for(isl: int, osl: int, concurrency: int) -> int:
+    """Prompt count by the reference's rule: long sequences get 2x concurrency, medium 4x, short 8x."""
+    if osl > 1024 or isl > 4000:
+        return 2 * concurrency
+    if 128 < osl <= 1024 or 128 < isl <= 4000:
+        return 4 * concurrency
+    return 8 * concurrency
+
+
+def _dms(spec: dict) -> dict:
+    dms = spec.get("device_model_spec") or {}
+    if not isinstance(dms, dict):
+        raise ValueError("model spec: device_model_spec must be an object")
+    return dms
+
+
+def perf_reference_points(spec: dict) -> list[Point]:
+    """The spec's perf_reference entries (text only) as points with their target tiers."""
+    points = []
+    for entry in _dms(spec).get("perf_reference") or []:
+        if entry.get("task_type", "text") != "text":
+            continue
+        isl, osl, con = int(entry["isl"]), int(entry["osl"]), int(entry["max_concurrency"])
+        n = int(entry.get("num_prompts") or num_prompts_for(isl, osl, con))
+        points.append(Point(isl, osl, con, n, "perf_reference", dict(entry.get("targets") or {})))
+    return points
+
+
+def build_points(spec: dict, args: BenchArgs) -> list[Point]:
+    """The ordered, de-duplicated list of points this run measures."""
+    dms = _dms(spec)
+    max_context = int(dms.get("max_context") or 0) or None
+    max_con = max(1, int(dms.get("max_concurrency") or 1))
+    reference = perf_reference_points(spec)
+    ref_by_key = {p.key: p for p in reference}
+
+    candidates: list[Point] = []
+    if args.points:
+        for isl, osl, con, n in args.points:
+            ref = ref_by_key.get((isl, osl, con))
+            candidates.append(Point(isl, osl, con, n or (ref.num_prompts if ref else num_prompts_for(isl, osl, con)),
+                                    "perf_reference" if ref else "custom", dict(ref.targets) if ref else {}))
+    elif args.mode == "smoke" and not args.only_targets:
+        for isl, osl, con, n in SMOKE_POINTS:
+            con = min(con, max_con)
+            ref = ref_by_key.get((isl, osl, con))
+            candidates.append(Point(isl, osl, con, max(n, con), "batch_1" if con == 1 else "custom",
+                                    dict(ref.targets) if ref else {}))
+    else:
+        candidates.extend(reference)
+        if not args.only_targets:
+            b1 = BATCH_1_PAIRS[:CI_SWEEP_PAIRS] if args.mode == "ci" else BATCH_1_PAIRS
+            mc = MAX_CONCURRENCY_PAIRS[:CI_SWEEP_PAIRS] if args.mode == "ci" else MAX_CONCURRENCY_PAIRS
+            candidates += [Point(i, o, 1, num_prompts_for(i, o, 1), "batch_1") for i, o in b1]
+            if max_con > 1:
+                candidates += [Point(i, o, max_con, num_prompts_for(i, o, max_con), "max_concurrency")
+                               for i, o in mc]
+
+    seen: set[tuple[int, int, int]] = set()
+    out = []
+    for p in candidates:
+        if p.key in seen:
+            continue
+        if max_context and p.isl + p.osl > max_context and p.source != "perf_reference" and not args.points:
+            continue
+        seen.add(p.key)
+        if args.num_prompts:
+            p.num_prompts = args.num_prompts
+        out.append(p)
+    return out

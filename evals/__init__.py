@@ -1,0 +1,1 @@
+"""Evals client workflow: lm-eval against the served endpoint (see evals/README.md)."""

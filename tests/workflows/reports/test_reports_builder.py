@@ -1,0 +1,286 @@
+"""Reports built from fixture run directories: verdicts, waivers, sections, exit codes."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+import pytest
+
+from workflows import run_reports
+from workflows.reports import build_report
+
+CON1 = "isl-128_osl-128_con-1"
+CON4 = "isl-128_osl-128_con-4"
+
+
+def blockers(record):
+    return [(b.category, b.item, b.tier) for b in record.verdict.blockers]
+
+
+# -- status tiers ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("status, result, tiers", [
+    ("EXPERIMENTAL", "PASS", []),
+    ("FUNCTIONAL", "PASS", ["functional"]),
+    ("COMPLETE", "PASS", ["functional", "complete"]),
+    ("TOP_PERF", "FAIL", ["functional", "complete", "target"]),
+])
+def test_verdict_follows_status(make_run, status, result, tiers):
+    run = make_run()
+    run.set_status(status)
+    record = build_report(run.path)
+    assert record.verdict.result == result
+    assert record.verdict.required_tiers == tiers
+    assert record.verdict.evals_required is (status != "EXPERIMENTAL")
+    for row in record.targets:
+        assert [t.required for t in row.tiers] == [t.tier in tiers for t in row.tiers]
+    if status == "TOP_PERF":  # the fixture misses only the "target" tier, at both points
+        assert blockers(record) == [("benchmarks", CON1, "target"), ("benchmarks", CON4, "target")]
+        assert "TTFT 60.00 ms > target 20.00 ms" in record.verdict.blockers[0].detail
+
+
+def test_complete_tier_miss_fails_complete_but_not_functional(make_run):
+    run = make_run()
+    run.edit("model_spec.json", lambda s: s["device_model_spec"]["perf_reference"][1]["targets"]
+             ["complete"].update(tput=150.0))
+    assert blockers(build_report(run.path)) == [("benchmarks", CON4, "complete")]
+    run.set_status("FUNCTIONAL")
+    assert build_report(run.path).verdict.result == "PASS"
+
+
+def test_targets_carry_ratios_and_extra_points_are_reported(make_run):
+    record = build_report(make_run().path)
+    assert [r.key for r in record.benchmarks] == [CON1, "isl-128_osl-128_con-2", CON4]
+    assert [t.key for t in record.targets] == [CON1, CON4]
+    complete = next(t for t in record.targets[1].tiers if t.tier == "complete")
+    assert complete.ttft_ratio == pytest.approx(150 / 200)
+    assert complete.tput_ratio == pytest.approx(100 / 80)
+    assert complete.passed is True
+
+
+# -- missing points, evals, waivers ------------------------------------------------------------
+
+def test_missing_perf_point_is_a_blocker_and_can_be_waived(make_run):
+    run = make_run()
+    run.remove("benchmarks/point_isl-128_osl-128_con-4_*")
+    record = build_report(run.path)
+    assert blockers(record) == [("benchmarks", CON4, "functional"), ("benchmarks", CON4,
+                                                                     "complete")]
+    assert record.targets[1].ran is False
+    run.add_waiver("benchmarks", CON4, "OOM at concurrency 4, issue #42")
+    record = build_report(run.path)
+    assert record.verdict.result == "PASS"
+    assert {w.waiver_reason for w in record.verdict.waived} == {"OOM at concurrency 4, issue #42"}
+
+
+def test_failed_eval_blocks_and_waiver_keeps_reason(make_run):
+    run = make_run()
+    run.edit("evals/gsm8k_tiny/eval_record.json",
+             lambda r: r.update(value=0.1, ratio_to_reference=0.1 / 0.31, passed=False,
+                                status="failed"))
+    record = build_report(run.path)
+    assert blockers(record) == [("evals", "gsm8k_tiny", None)]
+    run.add_waiver("evals", "gsm8k_tiny", "needs chat template, issue #7")
+    record = build_report(run.path)
+    assert record.verdict.result == "PASS"
+    assert record.verdict.waived[0].item == "gsm8k_tiny"
+    assert record.verdict.waived[0].waiver_reason == "needs chat template, issue #7"
+    md = (run_reports.main(["--run-dir", str(run.path)]),
+          (run.path / "reports/report.md").read_text())
+    assert md[0] == 0 and "needs chat template, issue #7" in md[1]
+
+
+def test_eval_error_blocks_unless_experimental(make_run):
+    run = make_run()
+    run.edit("evals/arc_easy_tiny/eval_record.json",
+             lambda r: r.update(value=None, passed=None, status="error", error="lm_eval died"))
+    assert blockers(build_report(run.path)) == [("evals", "arc_easy_tiny", None)]
+    run.set_status("EXPERIMENTAL")
+    assert build_report(run.path).verdict.result == "PASS"
+
+
+def test_evals_step_ran_but_no_records_is_a_blocker(make_run):
+    run = make_run()
+    run.remove("evals")
+    assert blockers(build_report(run.path)) == [("evals", "no-records", None)]
+
+
+def test_benchmarks_workflow_does_not_fail_for_missing_evals(make_run):
+    record = build_report(make_run("benchmarks_only_run").path)
+    assert record.verdict.result == "PASS"
+    assert record.evals == []
+    not_run = {s.section: s.reason for s in record.sections_not_run}
+    assert not_run["evals"] == "not part of the benchmarks workflow"
+    assert set(not_run) == {"evals", "tests", "stress_tests"}
+    env = record.metadata.environment
+    assert env.source == "manifest" and env.packages["vllm"] == "0.9.2"
+    assert env.host.cpu == "Test CPU @ 2GHz" and record.metadata.duration_s == 70.0
+
+
+def test_skipped_sections_are_listed_not_failed(make_run):
+    run = make_run()
+    run.set_step("evals", "skipped", "--skip-evals")
+    run.remove("evals")
+    record = build_report(run.path)
+    assert record.verdict.result == "PASS"
+    reasons = {s.section: s.reason for s in record.sections_not_run}
+    assert reasons == {"evals": "skipped: --skip-evals",
+                       "tests": "skipped: spec tests come in a later issue",
+                       "stress_tests": "skipped: stress tests come in a later issue"}
+    assert record.tests.ran is False and record.stress_tests.ran is False
+
+
+def test_failed_step_blocks(make_run):
+    run = make_run()
+    run.set_step("benchmarks", "failed", "exit code 1")
+    run.set_step("evals", "not_run")
+    run.remove("evals")
+    record = build_report(run.path)
+    assert blockers(record) == [("benchmarks", "step-failed", None)]
+    assert "exit code 1" in record.verdict.blockers[0].detail
+    assert {"section": "evals", "reason": "not run: an earlier step failed"} in [
+        vars(s) for s in record.sections_not_run]
+
+
+def test_test_and_stress_records_are_summarised(make_run):
+    run = make_run()
+    run.set_step("tests", "passed")
+    run.write("tests/spec_smoke.json", {"name": "spec_smoke", "status": "passed"})
+    run.write("tests/spec_long.json", {"name": "spec_long", "passed": False, "detail": "timeout"})
+    record = build_report(run.path)
+    assert record.tests.ran and [i.name for i in record.tests.items] == ["spec_long", "spec_smoke"]
+    assert blockers(record) == [("tests", "spec_long", None)]
+    assert "stress_tests" in [s.section for s in record.sections_not_run]
+
+
+def test_unreadable_record_is_a_blocker_not_a_crash(make_run):
+    run = make_run()
+    (run.path / "benchmarks/point_isl-128_osl-128_con-2_n-8.json").write_text("{not json")
+    record = build_report(run.path)
+    assert [b.category for b in record.verdict.blockers] == ["records"]
+    assert len(record.benchmarks) == 2
+
+
+def test_nothing_is_read_outside_the_run_dir(make_run, tmp_path):
+    run = make_run()
+    outside = tmp_path / "outside.requests.jsonl"
+    outside.write_text(json.dumps({"ttft_ms": 99999.0}) + "\n")
+    run.edit("benchmarks/point_isl-128_osl-128_con-2_n-8.json",
+             lambda r: r.update(requests_file="../outside.requests.jsonl"))
+    run.remove("benchmarks/point_isl-128_osl-128_con-2_n-8.requests.jsonl")
+    # A stale run next to this one must not leak in either (the old reports globbed them).
+    stale = tmp_path / "stale_run" / "benchmarks"
+    stale.mkdir(parents=True)
+    (stale / "point_isl-999_osl-1_con-1_n-1.json").write_text("{}")
+    record = build_report(run.path)
+    row = record.benchmarks[1]
+    assert row.requests_file is None and row.ttft_dist.source == "metrics"
+    assert row.ttft_dist.max is None
+    assert all(r.isl == 128 for r in record.benchmarks)
+
+
+def test_distributions_come_from_request_files(make_run):
+    row = build_report(make_run().path).benchmarks[0]
+    assert row.requests_file == "benchmarks/point_isl-128_osl-128_con-1_n-8.requests.jsonl"
+    assert row.ttft_dist.source == "requests" and row.ttft_dist.count == 8
+    assert row.ttft_dist.min <= row.ttft_dist.p50 <= row.ttft_dist.max
+    assert sum(row.tpot_dist.hist_counts) == 8
+    assert 24.0 <= row.tpot_dist.p50 <= 36.0  # fixture TPOT 30 ms +-20%
+
+
+# -- renderers -----------------------------------------------------------------------------
+
+def test_markdown_has_every_section_and_legend(make_run):
+    run = make_run()
+    assert run_reports.main(["--run-dir", str(run.path)]) == 0
+    md = (run.path / "reports/report.md").read_text()
+    for heading in ("## Verdict", "## Metadata", "## Benchmarks", "## Performance targets",
+                    "## Accuracy (evals)", "## Tests", "## Stress tests", "## Legend"):
+        assert heading in md
+    for label in ("TTFT (ms)", "TPOT (ms)", "t/s/u", "Decode (t/s)", "Prefill (t/s)",
+                  "E2EL (ms)", "req/s", "ITL (ms)"):
+        assert f"**{label}**" in md, label
+    assert ("(E2EL - TTFT) / (output tokens - 1)" in md
+            or "(e2el - ttft) / (output_tokens - 1)" in md)
+    assert "python3 run.py --model SmolLM2-135M-Instruct --workflow release --device cpu" in md
+    assert "Not run (skipped: spec tests come in a later issue)" in md
+    assert re.search(r"\| 128 \| 128 \| 4 \| 16 \| 150\.0 \| 40\.0 \| 25\.00 \| 100\.0 \|", md)
+
+
+def test_csv_rows(make_run):
+    run = make_run()
+    run_reports.main(["--run-dir", str(run.path)])
+    rows = list(csv.DictReader(io.StringIO((run.path / "reports/summary.csv").read_text())))
+    sections = [r["section"] for r in rows]
+    assert sections.count("benchmark") == 3 and sections.count("eval") == 2
+    assert rows[-1]["section"] == "verdict" and rows[-1]["result"] == "PASS"
+    con4 = next(r for r in rows if r["item"] == CON4)
+    assert (con4["functional_result"], con4["complete_result"], con4["target_result"]) == (
+        "PASS", "PASS", "FAIL")
+
+
+def test_html_is_self_contained(make_run):
+    run = make_run()
+    run_reports.main(["--run-dir", str(run.path)])
+    html = (run.path / "reports/report.html").read_text()
+    assert "http://" not in html and "https://" not in html
+    assert "<script" not in html and "<link" not in html and "@import" not in html
+    assert not re.search(r"""(src|href)\s*=\s*["'](?!#)""", html)
+    for kind in ("throughput-latency", "ttft-distribution", "tpot-distribution", "accuracy"):
+        assert f'data-plot="{kind}"' in html
+    assert html.count("<circle") >= 3 and 'id="verdict" class="verdict PASS"' in html
+
+
+def test_html_escapes_record_text(make_run):
+    run = make_run()
+    run.add_waiver("benchmarks", "*", "<script>alert(1)</script>")
+    run.set_status("TOP_PERF")
+    run_reports.main(["--run-dir", str(run.path)])
+    html = (run.path / "reports/report.html").read_text()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_console_summary_ends_with_verdict(make_run, capsys):
+    run = make_run()
+    run.set_status("TOP_PERF")
+    assert run_reports.main(["--run-dir", str(run.path)]) == 3
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip()]
+    assert lines[-1].startswith("VERDICT: FAIL")
+    assert "2 blocker(s)" in lines[-1]
+    assert any("Benchmarks" in ln for ln in lines) and any("Blockers" in ln for ln in lines)
+
+
+def test_warmup_and_failed_requests_are_left_out_of_distributions(make_run):
+    run = make_run()
+    path = run.path / "benchmarks/point_isl-128_osl-128_con-1_n-8.requests.jsonl"
+    with path.open("a") as fh:
+        fh.write(json.dumps({"warmup": True, "success": True, "ttft_ms": 9e6}) + "\n")
+        fh.write(json.dumps({"success": False, "error": "reset", "ttft_ms": 8e6}) + "\n")
+        fh.write("not json\n")
+    dist = build_report(run.path).benchmarks[0].ttft_dist
+    assert dist.count == 8 and dist.max < 1000
+
+
+def test_run_command_never_shows_secret_like_args(make_run):
+    run = make_run()
+    run.edit("cli_args.json", lambda a: a.update(hf_token="hf_abc", jwt_secret="s3cret"))
+    command = build_report(run.path).metadata.run_command
+    assert "hf_abc" not in command and "s3cret" not in command
+    assert "--hf-token <redacted>" in command
+
+
+def test_legend_is_complete_without_the_benchmarking_module(monkeypatch):
+    import sys
+
+    from workflows.reports import legend
+
+    monkeypatch.setitem(sys.modules, "benchmarking.metrics_legend", None)  # import fails
+    own = {key: text for key, _, text in legend.legend()}
+    for key in ("ttft", "tpot", "itl", "tput_user", "decode_throughput", "prefill_throughput",
+                "e2el", "request_throughput", "ratio", "tiers", "eval_check", "waiver",
+                "verdict"):
+        assert own.get(key), key
+    assert "(E2EL - TTFT) / (output tokens - 1)" in own["tpot"]
+    assert "min(concurrency, N)" in own["decode_throughput"]

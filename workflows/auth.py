@@ -1,0 +1,220 @@
+"""Secrets and the bearer token shared by the server we launch and every client workflow.
+
+Why this module exists: a workflow's measurements are only meaningful if the server it talked to
+really enforces the same auth a production deployment would, and a secret must never leak into a
+command line, a log or a saved JSON file.
+
+Resolution order (first match wins; the process environment overrides `.env`):
+
+1. ``--no-auth``: no bearer is sent and the servers we launch run without an API key.
+2. ``API_KEY`` or ``VLLM_API_KEY``: used *as is* as the bearer; a server we launch enforces it.
+3. ``JWT_SECRET``: the bearer is an HS256 JWT ``{"team_id": "tenstorrent", "token_id": "debug-test"}``
+   signed with it (the claims the upstream images expect); the server we launch enforces that token.
+4. Nothing configured:
+   - a server we launch gets a random per-run key (``secrets.token_urlsafe``), so auth is still
+     enforced and a stray process on the host cannot use the server; the key is printed only by
+     ``--workflow server`` (which must tell the user how to reach the server);
+   - an external server gets no bearer at all (``external=True``), because we cannot know its key.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import secrets
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+JWT_CLAIMS = {"team_id": "tenstorrent", "token_id": "debug-test"}
+
+# Variables whose values are secrets wherever they appear.
+SECRET_ENV_NAMES = ("HF_TOKEN", "JWT_SECRET", "API_KEY", "VLLM_API_KEY", "OPENAI_API_KEY", "AUTHORIZATION",
+                    "HUGGING_FACE_HUB_TOKEN")
+_SECRET_NAME_RE = re.compile(r"(SECRET|TOKEN|PASSWORD|API_KEY)", re.IGNORECASE)
+REDACTED = "***REDACTED***"
+
+
+class MissingSecret(Exception):
+    """A required secret is not set and we may not prompt for it (stdin is not a TTY)."""
+
+    def __init__(self, name: str, dotenv_path: Path | None = None):
+        self.name = name
+        where = f" or in {dotenv_path}" if dotenv_path else ""
+        super().__init__(f"required secret {name} is not set: export {name}=... in the environment{where}")
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    """What the clients send (``bearer``) and what a server we launch enforces (``server_api_key``)."""
+
+    bearer: str | None
+    server_api_key: str | None
+    source: str  # "no-auth", "API_KEY", "VLLM_API_KEY", "JWT_SECRET", "generated", "none"
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+
+    def __repr__(self) -> str:  # never show the token itself
+        return f"AuthConfig(source={self.source!r}, bearer={'set' if self.bearer else None})"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.bearer}"} if self.bearer else {}
+
+
+def make_jwt(secret: str) -> str:
+    """HS256 JWT with the upstream claims (no exp/iat: the server compares the string, never decodes it)."""
+    import jwt  # PyJWT, in the orchestrator venv
+
+    token = jwt.encode(dict(JWT_CLAIMS), secret, algorithm="HS256")
+    return token if isinstance(token, str) else token.decode()
+
+
+def load_dotenv(path: Path) -> dict[str, str]:
+    """Parse simple ``KEY=VALUE`` lines; ``#`` comments, blank lines and ``export`` prefixes allowed.
+
+    A value wrapped in matching single or double quotes is unquoted; nothing else is interpreted.
+    A missing file is an empty mapping.
+    """
+    values: dict[str, str] = {}
+    path = Path(path)
+    if not path.is_file():
+        return values
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        if line.startswith("export "):
+            line = line[len("export "):].lstrip()
+        key, _, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        if key:
+            values[key] = value
+    return values
+
+
+def write_dotenv(path: Path, values: Mapping[str, str]) -> None:
+    """Write ``values`` as ``KEY=VALUE`` lines, readable by the owner only (0600) from the first byte."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write("# secrets for tt-inference-server (never commit this file)\n")
+        for key, value in values.items():
+            if "\n" in str(value):
+                raise ValueError(f"{key}: multi-line values cannot be stored in .env")
+            fh.write(f"{key}={value}\n")
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def _lookup(name: str, env: Mapping[str, str], dotenv: Mapping[str, str]) -> str | None:
+    value = env.get(name) or dotenv.get(name)
+    return value or None
+
+
+def require_secret(name: str, env: Mapping[str, str], dotenv_path: Path, interactive: bool,
+                   prompt: Callable[[str], str] | None = None) -> str:
+    """Return secret ``name`` from the environment or ``.env``; prompt for it only on a real TTY.
+
+    A prompted value is merged into ``dotenv_path`` (0600) so the next run does not ask again.
+    Without a TTY we never block on input: :class:`MissingSecret` names the variable instead.
+    """
+    dotenv = load_dotenv(dotenv_path)
+    value = _lookup(name, env, dotenv)
+    if value:
+        return value
+    if not (interactive and sys.stdin is not None and sys.stdin.isatty()):
+        raise MissingSecret(name, dotenv_path)
+    value = (prompt or getpass.getpass)(f"Enter {name} (saved to {dotenv_path}, mode 0600): ").strip()
+    if not value:
+        raise MissingSecret(name, dotenv_path)
+    dotenv[name] = value
+    write_dotenv(dotenv_path, dotenv)
+    return value
+
+
+def resolve_auth(no_auth: bool, env: Mapping[str, str], dotenv_path: Path, interactive: bool, *,
+                 external: bool = False, require_jwt: bool = False) -> AuthConfig:
+    """Decide the bearer for this run (see the module docstring for the order).
+
+    ``external=True``: the server is not ours, so with nothing configured no bearer is sent.
+    ``require_jwt=True``: refuse to invent a key; JWT_SECRET (or API_KEY) must be configured,
+    prompting for JWT_SECRET on a TTY.
+    """
+    if no_auth:
+        return AuthConfig(bearer=None, server_api_key=None, source="no-auth")
+    dotenv = load_dotenv(dotenv_path)
+    for name in ("API_KEY", "VLLM_API_KEY"):
+        key = _lookup(name, env, dotenv)
+        if key:
+            return AuthConfig(bearer=key, server_api_key=key, source=name, secrets=(key,))
+    jwt_secret = _lookup("JWT_SECRET", env, dotenv)
+    if not jwt_secret and require_jwt:
+        jwt_secret = require_secret("JWT_SECRET", env, dotenv_path, interactive)
+    if jwt_secret:
+        token = make_jwt(jwt_secret)
+        return AuthConfig(bearer=token, server_api_key=token, source="JWT_SECRET", secrets=(token, jwt_secret))
+    if external:
+        return AuthConfig(bearer=None, server_api_key=None, source="none")
+    key = secrets.token_urlsafe(32)
+    return AuthConfig(bearer=key, server_api_key=key, source="generated", secrets=(key,))
+
+
+class Redactor:
+    """Replaces every known secret value with ``***REDACTED***`` in text and JSON-like data.
+
+    Values shorter than ``min_len`` are ignored: redacting "1" or "yes" would corrupt every log.
+    """
+
+    def __init__(self, values: Iterable[str] = (), min_len: int = 6):
+        self.min_len = min_len
+        self._values: set[str] = set()
+        for value in values:
+            self.add(value)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], auth: AuthConfig | None = None,
+                 dotenv_path: Path | None = None) -> "Redactor":
+        """Collect secrets from well-known names, names that look secret, ``.env`` and the auth config."""
+        red = cls()
+        sources = [env] + ([load_dotenv(dotenv_path)] if dotenv_path else [])
+        for source in sources:
+            for name, value in source.items():
+                if name in SECRET_ENV_NAMES or _SECRET_NAME_RE.search(name):
+                    red.add(value)
+        if auth is not None:
+            for value in auth.secrets:
+                red.add(value)
+            if auth.bearer:
+                red.add(auth.bearer)
+        return red
+
+    def add(self, value: str | None) -> None:
+        if value and isinstance(value, str) and len(value.strip()) >= self.min_len:
+            self._values.add(value.strip())
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def redact(self, text: str) -> str:
+        if not text or not self._values:
+            return text
+        for value in sorted(self._values, key=len, reverse=True):  # longest first: a JWT before its parts
+            if value in text:
+                text = text.replace(value, REDACTED)
+        return text
+
+    def redact_obj(self, obj: Any) -> Any:
+        """Deep copy of a JSON-like structure with every string redacted (for saved JSON)."""
+        if isinstance(obj, str):
+            return self.redact(obj)
+        if isinstance(obj, dict):
+            return {self.redact(k) if isinstance(k, str) else k: self.redact_obj(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(self.redact_obj(v) for v in obj)
+        return obj

@@ -1,0 +1,246 @@
+"""ModelSpec: everything the tool needs to know about one model on one device with one impl.
+
+Records are built from the YAML catalog (``workflows/catalog.py``) and written to every run
+directory as ``model_spec.json``. ``to_dict``/``from_dict`` round-trip exactly, so
+``--model-spec-json`` can replay a resolved spec. Client workflows read that JSON as a plain
+dict; this module imports only the standard library so it can be used from any venv.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SPEC_SCHEMA = "tt-model-spec/1"
+
+
+def project_version() -> str:
+    return (REPO_ROOT / "VERSION").read_text().strip()
+
+
+class DeviceType(Enum):
+    """Devices the catalog knows. Values are the CLI spellings."""
+
+    CPU = "cpu"
+    GPU = "gpu"
+    N150 = "n150"
+    N300 = "n300"
+    T3K = "t3k"
+    GALAXY = "galaxy"
+    P100 = "p100"
+    P150 = "p150"
+    P150X4 = "p150x4"
+    N150X4 = "n150x4"
+
+    @property
+    def is_tenstorrent(self) -> bool:
+        return self not in (DeviceType.CPU, DeviceType.GPU)
+
+    @property
+    def mesh_device(self) -> str | None:
+        """The MESH_DEVICE string tt-metal expects (None off Tenstorrent hardware)."""
+        return _MESH_DEVICE.get(self)
+
+    @property
+    def arch_name(self) -> str | None:
+        if self in (DeviceType.P100, DeviceType.P150, DeviceType.P150X4):
+            return "blackhole"
+        return "wormhole_b0" if self.is_tenstorrent else None
+
+    @property
+    def num_chips(self) -> int:
+        return _NUM_CHIPS.get(self, 0)
+
+
+_MESH_DEVICE = {
+    DeviceType.N150: "N150", DeviceType.N300: "N300", DeviceType.T3K: "T3K", DeviceType.GALAXY: "TG",
+    DeviceType.P100: "P100", DeviceType.P150: "P150", DeviceType.P150X4: "P150x4", DeviceType.N150X4: "N150x4",
+}
+_NUM_CHIPS = {
+    DeviceType.N150: 1, DeviceType.N300: 2, DeviceType.T3K: 8, DeviceType.GALAXY: 32,
+    DeviceType.P100: 1, DeviceType.P150: 1, DeviceType.P150X4: 4, DeviceType.N150X4: 4,
+}
+
+
+class ModelStatus(Enum):
+    """Maturity tier; decides which performance tiers a release must meet (see reports)."""
+
+    EXPERIMENTAL = "🛠️ Experimental"
+    FUNCTIONAL = "🟡 Functional"
+    COMPLETE = "🟢 Complete"
+    TOP_PERF = "🚀 Top Performance"
+
+
+class InferenceEngine(Enum):
+    VLLM = "vllm"
+    MEDIA = "media"
+
+
+@dataclass
+class ImplSpec:
+    impl_id: str
+    impl_name: str
+    repo_url: str
+    code_path: str
+
+
+@dataclass
+class PerfTarget:
+    """One tier's targets. Any metric may be None (not targeted)."""
+
+    ttft_ms: float | None = None
+    tput_user: float | None = None
+    tput: float | None = None
+
+
+@dataclass
+class PerfReference:
+    """A benchmark point with targets per tier (functional / complete / target)."""
+
+    isl: int
+    osl: int
+    max_concurrency: int
+    num_prompts: int
+    task_type: str = "text"
+    targets: dict[str, PerfTarget] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PerfReference":
+        data = dict(data)
+        data["targets"] = {tier: PerfTarget(**t) for tier, t in data.get("targets", {}).items()}
+        return cls(**data)
+
+
+@dataclass
+class DeviceModelSpec:
+    device: DeviceType
+    max_concurrency: int
+    max_context: int
+    default_impl: bool = False
+    vllm_args: dict[str, Any] = field(default_factory=dict)
+    override_tt_config: dict[str, Any] = field(default_factory=dict)
+    env_vars: dict[str, str] = field(default_factory=dict)
+    perf_reference: list[PerfReference] = field(default_factory=list)
+
+
+@dataclass
+class KnownIssue:
+    """A waiver: a known failure that must not block a release, with its reason."""
+
+    workflow: str
+    task: str
+    reason: str
+
+
+@dataclass
+class ModelSpec:
+    model_id: str
+    model_name: str
+    hf_model_repo: str
+    served_model_name: str
+    impl: ImplSpec
+    engine: InferenceEngine
+    device_type: DeviceType
+    tt_metal_commit: str | None
+    vllm_commit: str | None
+    docker_image: str
+    status: ModelStatus
+    version: str
+    param_count: float | None
+    min_disk_gb: float
+    min_ram_gb: float
+    supported_modalities: list[str]
+    env_vars: dict[str, str]
+    device_model_spec: DeviceModelSpec
+    weights_source: dict[str, Any]
+    model_type: str = "LLM"
+    known_issues: list[KnownIssue] = field(default_factory=list)
+    readiness_timeout_s: float = 1800.0
+    code_link: str | None = None
+    cli_args: dict[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ serialization
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: enums by value, dataclasses as dicts."""
+        raw = asdict(self)
+        raw["engine"] = self.engine.value
+        raw["device_type"] = self.device_type.value
+        raw["status"] = self.status.name
+        raw["device_model_spec"]["device"] = self.device_model_spec.device.value
+        return {"schema": SPEC_SCHEMA, **raw}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ModelSpec":
+        data = {k: v for k, v in data.items() if k != "schema"}
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown model spec field(s): {', '.join(unknown)}")
+        dms = dict(data["device_model_spec"])
+        dms["device"] = DeviceType(dms["device"])
+        dms["perf_reference"] = [PerfReference.from_dict(p) for p in dms.get("perf_reference", [])]
+        data["device_model_spec"] = DeviceModelSpec(**dms)
+        data["impl"] = ImplSpec(**data["impl"])
+        data["engine"] = InferenceEngine(data["engine"])
+        data["device_type"] = DeviceType(data["device_type"])
+        data["status"] = ModelStatus[data["status"]]
+        data["known_issues"] = [KnownIssue(**k) for k in data.get("known_issues", [])]
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ModelSpec":
+        return cls.from_dict(json.loads(text))
+
+    def write(self, path: Path) -> Path:
+        path.write_text(self.to_json() + "\n")
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> "ModelSpec":
+        return cls.from_json(Path(path).read_text())
+
+
+# ---------------------------------------------------------------------- derivations
+
+
+def model_id_for(impl_name: str, model_name: str, device: str) -> str:
+    return f"id_{impl_name}_{model_name}_{device}"
+
+
+_PARAM_RE = re.compile(r"(\d+(?:\.\d+)?)([BM])(?![a-z])")
+
+
+def infer_param_count(repo: str) -> float | None:
+    """Billions of parameters from the repo name (last ``NB`` or ``NM`` match), or None."""
+    matches = _PARAM_RE.findall(repo.split("/")[-1])
+    if not matches:
+        return None
+    number, unit = matches[-1]
+    return float(number) / (1000.0 if unit == "M" else 1.0)
+
+
+def docker_image_tag(version: str, tt_metal_commit: str | None, vllm_commit: str | None) -> str:
+    """``{VERSION}-{metal[:12]}-{vllm[:12]}``, dropping parts that do not apply."""
+    parts = [version] + [c[:12] for c in (tt_metal_commit, vllm_commit) if c]
+    return "-".join(parts)
+
+
+def inferred_device_env(device: DeviceType) -> dict[str, str]:
+    """Env vars tt-metal needs per device (explicit spec env vars win over these)."""
+    env: dict[str, str] = {}
+    if device.mesh_device:
+        env["MESH_DEVICE"] = device.mesh_device
+    if device.arch_name:
+        env["ARCH_NAME"] = device.arch_name
+    if device in (DeviceType.N300, DeviceType.T3K):
+        env["WH_ARCH_YAML"] = "wormhole_b0_80_arch_eth_dispatch.yaml"
+    return env

@@ -1,0 +1,467 @@
+"""Build the typed report from ONE run directory's files.
+
+Everything comes from inside ``run_dir``: the manifest, the model spec snapshot, the CLI args
+and the result records. Nothing globs other runs (the old reports mixed stale numbers from
+earlier runs into a release), and any path a record points at must resolve inside the run dir.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from workflows.reports import acceptance
+from workflows.reports.distributions import from_metrics, from_requests
+from workflows.reports.schema import (
+    TIERS,
+    BenchmarkRow,
+    Environment,
+    EvalRow,
+    HostInfo,
+    Metadata,
+    ReportRecord,
+    Section,
+    SectionItem,
+    SectionNotRun,
+    StepSummary,
+    TargetRow,
+)
+
+
+class BadRunDir(ValueError):
+    """The run directory lacks what a report needs (exit code 2 in run_reports)."""
+
+
+def point_key(isl: int, osl: int, con: int) -> str:
+    return f"isl-{isl}_osl-{osl}_con-{con}"
+
+
+def _load_json(path: Path) -> Any:
+    with path.open(encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _inside(run_dir: Path, rel: str | None) -> Path | None:
+    """Resolve a record-relative path, refusing anything outside the run dir."""
+    if not rel:
+        return None
+    candidate = (run_dir / rel).resolve()
+    try:
+        candidate.relative_to(run_dir.resolve())
+    except ValueError:
+        return None
+    return candidate
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _parse_time(text: Any) -> _dt.datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+# -- metadata ------------------------------------------------------------------------------
+
+def _gather_environment(manifest: dict[str, Any]) -> Environment:
+    block = manifest.get("environment")
+    if isinstance(block, dict):
+        host = block.get("host") if isinstance(block.get("host"), dict) else {}
+        return Environment(
+            source="manifest",
+            python=_str(block.get("python")),
+            packages={str(k): str(v) for k, v in (block.get("packages") or {}).items()},
+            host=HostInfo(cpu=_str(host.get("cpu")), cores=_int(host.get("cores")),
+                          ram_gb=_num(host.get("ram_gb")), os=_str(host.get("os"))),
+        )
+    # The run did not record its environment: describe the host building the report, and
+    # say so (source="report-time") rather than pretending these are the run's facts.
+    packages: dict[str, str] = {}
+    try:
+        from importlib import metadata as md
+
+        for name in ("jinja2", "rich", "markupsafe"):
+            try:
+                packages[name] = md.version(name)
+            except md.PackageNotFoundError:
+                pass
+    except ImportError:  # pragma: no cover
+        pass
+    return Environment(source="report-time", python=platform.python_version(),
+                       packages=packages, host=_host_info())
+
+
+def _host_info() -> HostInfo:
+    cpu = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.lower().startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    ram_gb = None
+    try:
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("MemTotal:"):
+                ram_gb = round(int(line.split()[1]) / 1024 / 1024, 1)
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    return HostInfo(cpu=cpu or platform.processor() or None, cores=os.cpu_count(),
+                    ram_gb=ram_gb, os=platform.platform())
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+_SECRET_WORDS = ("token", "secret", "password", "api_key", "apikey", "jwt")
+
+
+def run_command(cli_args: dict[str, Any]) -> str | None:
+    """Reconstruct the command line from cli_args.json (model/workflow/device first)."""
+    if not isinstance(cli_args, dict) or not cli_args:
+        return None
+    parts = ["python3", "run.py"]
+    order = ["model", "workflow", "device"] + sorted(
+        k for k in cli_args if k not in ("model", "workflow", "device"))
+    for key in order:
+        value = cli_args.get(key)
+        if value is None or value is False or value == "" or value == [] or value == {}:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if any(word in key.lower() for word in _SECRET_WORDS):
+            parts += [flag, "<redacted>"]  # cli_args.json should hold no secrets; be sure
+        elif value is True:
+            parts.append(flag)
+        elif isinstance(value, (dict, list)):
+            parts += [flag, json.dumps(value, separators=(",", ":"))]
+        else:
+            parts += [flag, str(value)]
+    return " ".join(parts)
+
+
+def _metadata(manifest: dict, spec: dict, cli_args: dict, steps: list[StepSummary]) -> Metadata:
+    impl = spec.get("impl") if isinstance(spec.get("impl"), dict) else {}
+    started, ended = manifest.get("started"), manifest.get("ended")
+    t0, t1 = _parse_time(started), _parse_time(ended)
+    if t0 and t1:
+        duration = round((t1 - t0).total_seconds(), 1)
+    else:
+        # Still running (the reports step is part of the run): sum the finished steps so a
+        # rebuild gives the same number instead of "now - started".
+        done = [s.duration_s for s in steps if s.duration_s is not None]
+        duration = round(sum(done), 1) if done else None
+    return Metadata(
+        run_id=str(manifest.get("run_id") or "unknown"),
+        model_id=str(manifest.get("model_id") or spec.get("model_id") or "unknown"),
+        model_name=_str(spec.get("model_name")),
+        hf_model_repo=_str(spec.get("hf_model_repo")),
+        served_model_name=_str(spec.get("served_model_name")),
+        device=_str(spec.get("device_type") or cli_args.get("device")),
+        impl_id=_str(impl.get("impl_id")),
+        impl_name=_str(impl.get("impl_name")),
+        engine=_str(spec.get("engine")),
+        docker_image=_str(spec.get("docker_image")),
+        tt_metal_commit=_str(spec.get("tt_metal_commit")),
+        vllm_commit=_str(spec.get("vllm_commit")),
+        model_status=acceptance.normalise_status(spec.get("status")) or None,
+        model_version=_str(spec.get("version")),
+        workflow=_str(manifest.get("workflow")),
+        run_status=_str(manifest.get("status")),
+        run_started=_str(started),
+        run_ended=_str(ended),
+        duration_s=duration,
+        run_command=run_command(cli_args),
+        generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        environment=_gather_environment(manifest),
+        steps=steps,
+    )
+
+
+def _steps(manifest: dict) -> list[StepSummary]:
+    out = []
+    for step in manifest.get("steps") or []:
+        if isinstance(step, dict) and step.get("name"):
+            out.append(StepSummary(name=str(step["name"]), status=str(step.get("status") or "?"),
+                                   duration_s=_num(step.get("duration_s")),
+                                   detail=_str(step.get("detail"))))
+    return out
+
+
+# -- records -------------------------------------------------------------------------------
+
+def _benchmark_row(run_dir: Path, path: Path, rec: dict) -> BenchmarkRow:
+    point = rec.get("point") or {}
+    m = rec.get("metrics") or {}
+    isl, osl = int(point["isl"]), int(point["osl"])
+    con, n = int(point["max_concurrency"]), int(point["num_prompts"])
+    req_path = _inside(run_dir, rec.get("requests_file"))
+    if req_path is None:
+        sibling = path.with_name(path.stem + ".requests.jsonl")
+        req_path = sibling if sibling.is_file() else None
+    ttft_dist = tpot_dist = None
+    if req_path is not None and req_path.is_file():
+        ttft_dist, tpot_dist = from_requests(req_path)
+    ttft_dist = ttft_dist or from_metrics(m, "ttft")
+    tpot_dist = tpot_dist or from_metrics(m, "tpot")
+    tpot = _num(m.get("mean_tpot_ms"))
+    tput_user = _num(m.get("tput_user"))
+    if tput_user is None and tpot:
+        tput_user = 1000.0 / tpot
+    decode = _num(m.get("decode_throughput"))
+    if decode is None and tput_user is not None:
+        decode = tput_user * min(con, n)
+    ttft = _num(m.get("mean_ttft_ms"))
+    prefill = _num(m.get("prefill_throughput"))
+    if prefill is None and ttft:
+        prefill = isl * min(con, n) / (ttft / 1000.0)
+    return BenchmarkRow(
+        key=point_key(isl, osl, con), isl=isl, osl=osl, max_concurrency=con, num_prompts=n,
+        source=_str(point.get("source")), tool=_str(rec.get("tool")),
+        completed=_int(m.get("completed")), failed=_int(m.get("failed")),
+        mean_ttft_ms=ttft, median_ttft_ms=_num(m.get("median_ttft_ms")),
+        p99_ttft_ms=_num(m.get("p99_ttft_ms")), mean_tpot_ms=tpot,
+        mean_itl_ms=_num(m.get("mean_itl_ms")), mean_e2el_ms=_num(m.get("mean_e2el_ms")),
+        tput_user=tput_user, decode_throughput=decode, prefill_throughput=prefill,
+        request_throughput=_num(m.get("request_throughput")),
+        output_throughput=_num(m.get("output_throughput")),
+        point_file=path.relative_to(run_dir).as_posix(),
+        requests_file=req_path.relative_to(run_dir.resolve()).as_posix() if req_path else None,
+        ttft_dist=ttft_dist, tpot_dist=tpot_dist,
+    )
+
+
+def _read_benchmarks(run_dir: Path, problems: list[str]) -> tuple[list[BenchmarkRow], dict]:
+    rows, point_targets = [], {}
+    for path in sorted((run_dir / "benchmarks").glob("point_*.json")):
+        rel = path.relative_to(run_dir).as_posix()
+        try:
+            rec = _load_json(path)
+            if not str(rec.get("schema", "")).startswith("tt-bench-point/"):
+                raise ValueError(f"unexpected schema {rec.get('schema')!r}")
+            row = _benchmark_row(run_dir, path, rec)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            problems.append(f"{rel}: {exc}")
+            continue
+        rows.append(row)
+        if isinstance(rec.get("targets"), dict):
+            point_targets[(row.isl, row.osl, row.max_concurrency, row.num_prompts)] = rec["targets"]
+    rows.sort(key=lambda r: (r.isl, r.osl, r.max_concurrency, r.num_prompts))
+    return rows, point_targets
+
+
+def _perf_reference(spec: dict) -> list[dict]:
+    dms = spec.get("device_model_spec") if isinstance(spec.get("device_model_spec"), dict) else {}
+    refs = dms.get("perf_reference") or spec.get("perf_reference") or []
+    return [r for r in refs if isinstance(r, dict)]
+
+
+def _targets(spec: dict, rows: list[BenchmarkRow], point_targets: dict) -> list[TargetRow]:
+    """One target row per perf-reference entry (from the run's spec snapshot). A matching
+    point is one with the same ISL/OSL/concurrency, preferring the same prompt count."""
+    tiers_required = acceptance.required_tiers(spec.get("status"))
+    out = []
+    for ref in _perf_reference(spec):
+        try:
+            isl, osl, con = int(ref["isl"]), int(ref["osl"]), int(ref["max_concurrency"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        n = _int(ref.get("num_prompts"))
+        same = [r for r in rows if (r.isl, r.osl, r.max_concurrency) == (isl, osl, con)]
+        exact = [r for r in same if n is None or r.num_prompts == n]
+        point = (exact or same or [None])[0]
+        targets = ref.get("targets") if isinstance(ref.get("targets"), dict) else None
+        if targets is None and point is not None:
+            targets = point_targets.get((point.isl, point.osl, point.max_concurrency,
+                                         point.num_prompts)) or {}
+        row = TargetRow(key=point_key(isl, osl, con), isl=isl, osl=osl, max_concurrency=con,
+                        num_prompts=n, ran=point is not None)
+        if point is not None:
+            row.measured_ttft_ms = point.mean_ttft_ms
+            row.measured_tput_user = point.tput_user
+            row.measured_tput = point.decode_throughput
+        for tier in TIERS:
+            tier_targets = (targets or {}).get(tier)
+            if not isinstance(tier_targets, dict):
+                continue
+            row.tiers.append(acceptance.check_tier(
+                tier, tier in tiers_required, tier_targets, row.ran,
+                row.measured_ttft_ms, row.measured_tput_user, row.measured_tput))
+        out.append(row)
+    return out
+
+
+def _read_evals(run_dir: Path, problems: list[str]) -> list[EvalRow]:
+    rows = []
+    for path in sorted((run_dir / "evals").glob("*/eval_record.json")):
+        rel = path.relative_to(run_dir).as_posix()
+        try:
+            r = _load_json(path)
+            if not str(r.get("schema", "")).startswith("tt-eval-record/"):
+                raise ValueError(f"unexpected schema {r.get('schema')!r}")
+            passed = r.get("passed")
+            rows.append(EvalRow(
+                task=str(r.get("task") or path.parent.name),
+                status=str(r.get("status") or "error"),
+                metric=_str(r.get("metric")), value=_num(r.get("value")),
+                stderr=_num(r.get("stderr")), samples=_int(r.get("samples")),
+                mode=_str(r.get("mode")),
+                published_score=_num(r.get("published_score")),
+                published_source=_str(r.get("published_source")),
+                reference_score=_num(r.get("reference_score")),
+                reference_source=_str(r.get("reference_source")),
+                tolerance=_num(r.get("tolerance")),
+                ratio_to_reference=_num(r.get("ratio_to_reference")),
+                ratio_to_published=_num(r.get("ratio_to_published")),
+                passed=passed if isinstance(passed, bool) else None,
+                error=_str(r.get("error")), record_file=rel,
+            ))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            problems.append(f"{rel}: {exc}")
+    rows.sort(key=lambda e: e.task)
+    return rows
+
+
+def _read_section(run_dir: Path, name: str, problems: list[str]) -> list[SectionItem]:
+    """Tests and stress-test records: their schemas come in a later issue, so only a name,
+    a status and a pass flag are lifted out; a record is failed only when it says so."""
+    items = []
+    for path in sorted((run_dir / name).glob("*.json")):
+        if path.name == "outputs.json":
+            continue
+        rel = path.relative_to(run_dir).as_posix()
+        try:
+            rec = _load_json(path)
+            if not isinstance(rec, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as exc:
+            problems.append(f"{rel}: {exc}")
+            continue
+        status = _str(rec.get("status") or rec.get("result"))
+        passed = rec.get("passed")
+        if not isinstance(passed, bool):
+            low = (status or "").lower()
+            passed = True if low in ("passed", "pass") else False if low in (
+                "failed", "fail", "error") else None
+        detail = rec.get("detail") or rec.get("error") or rec.get("summary")
+        items.append(SectionItem(
+            name=str(rec.get("name") or rec.get("test") or rec.get("task") or path.stem),
+            status=status, passed=passed,
+            detail=detail if isinstance(detail, str) else (
+                json.dumps(detail, sort_keys=True) if detail is not None else None),
+            record_file=rel))
+    return items
+
+
+# -- assembly ------------------------------------------------------------------------------
+
+def _judged(name: str, steps: list[StepSummary], workflow: str | None,
+            has_records: bool) -> tuple[bool, str | None]:
+    """Was this section part of the run? Returns (judged, reason-if-not)."""
+    step = next((s for s in reversed(steps) if s.name == name), None)
+    if step is not None:
+        if step.status == "skipped":
+            return False, "skipped" + (f": {step.detail}" if step.detail else "")
+        if step.status == "not_run":
+            return False, "not run: an earlier step failed"
+        return True, None
+    if has_records or workflow in (name, "release"):
+        return True, None
+    return False, f"not part of the {workflow or 'unknown'} workflow"
+
+
+def load_inputs(run_dir: Path, model_spec_json: Path | None = None) -> tuple[dict, dict, dict]:
+    """Read manifest, model spec and CLI args; raise BadRunDir when the run is unusable."""
+    if not run_dir.is_dir():
+        raise BadRunDir(f"run directory not found: {run_dir}")
+    try:
+        manifest = _load_json(run_dir / "manifest.json")
+    except FileNotFoundError as exc:
+        raise BadRunDir(f"no manifest.json in {run_dir}") from exc
+    except ValueError as exc:
+        raise BadRunDir(f"manifest.json is not valid JSON: {exc}") from exc
+    if not isinstance(manifest, dict) or not str(manifest.get("schema", "")).startswith(
+            "tt-run-manifest/"):
+        raise BadRunDir("manifest.json is not a tt-run-manifest document")
+    spec_path = run_dir / "model_spec.json"
+    if not spec_path.is_file() and model_spec_json is not None:
+        spec_path = model_spec_json  # only when the run dir has no snapshot of its own
+    try:
+        spec = _load_json(spec_path)
+    except FileNotFoundError as exc:
+        raise BadRunDir(f"no model_spec.json in {run_dir}") from exc
+    except ValueError as exc:
+        raise BadRunDir(f"{spec_path.name} is not valid JSON: {exc}") from exc
+    if not isinstance(spec, dict):
+        raise BadRunDir("model_spec.json is not a JSON object")
+    cli_args: dict = {}
+    if (run_dir / "cli_args.json").is_file():
+        try:
+            loaded = _load_json(run_dir / "cli_args.json")
+            cli_args = loaded if isinstance(loaded, dict) else {}
+        except ValueError:
+            cli_args = {}
+    if not cli_args and isinstance(spec.get("cli_args"), dict):
+        cli_args = spec["cli_args"]
+    return manifest, spec, cli_args
+
+
+def build_report(run_dir: Path, model_spec_json: Path | None = None) -> ReportRecord:
+    run_dir = Path(run_dir)
+    manifest, spec, cli_args = load_inputs(run_dir, model_spec_json)
+    steps = _steps(manifest)
+    problems: list[str] = []
+    benchmarks, point_targets = _read_benchmarks(run_dir, problems)
+    targets = _targets(spec, benchmarks, point_targets)
+    evals = _read_evals(run_dir, problems)
+    test_items = _read_section(run_dir, "tests", problems)
+    stress_items = _read_section(run_dir, "stress_tests", problems)
+    workflow = _str(manifest.get("workflow"))
+
+    not_run: list[SectionNotRun] = []
+    judged: dict[str, bool] = {}
+    for name, has in (("benchmarks", bool(benchmarks)), ("evals", bool(evals)),
+                      ("tests", bool(test_items)), ("stress_tests", bool(stress_items))):
+        ok, reason = _judged(name, steps, workflow, has)
+        # Tests and stress tests have no runner yet: without records they were not run.
+        if ok and name in ("tests", "stress_tests") and not has:
+            ok, reason = False, "no records (not run)"
+        judged[name] = ok
+        if not ok:
+            not_run.append(SectionNotRun(name, reason or "not run"))
+
+    tests = Section(ran=judged["tests"], items=test_items,
+                    note=None if judged["tests"] else "not run")
+    stress = Section(ran=judged["stress_tests"], items=stress_items,
+                     note=None if judged["stress_tests"] else "not run")
+    verdict = acceptance.decide(
+        model_status=spec.get("status"), steps=steps, targets=targets, evals=evals,
+        tests=tests, stress_tests=stress, benchmarks_judged=judged["benchmarks"],
+        evals_judged=judged["evals"], known_issues=spec.get("known_issues"),
+        record_problems=problems)
+    return ReportRecord(
+        metadata=_metadata(manifest, spec, cli_args, steps),
+        verdict=verdict, benchmarks=benchmarks, targets=targets, evals=evals,
+        tests=tests, stress_tests=stress, sections_not_run=not_run)

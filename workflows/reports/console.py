@@ -1,0 +1,81 @@
+"""Console summary of a report (rich): one table per section, then the verdict on one line.
+
+Printed by the reports workflow so the release's own output ends with the answer; the
+orchestrator copies stdout into run.log, so the tables are kept to plain box characters
+and no colour when stdout is not a terminal.
+"""
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from workflows.reports import views
+from workflows.reports.schema import ReportRecord, Section
+
+
+def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
+    t = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left", show_lines=False)
+    for h in headers:
+        t.add_column(h, overflow="fold")
+    for r in rows:
+        t.add_row(*[_style(c) for c in r])
+    return t
+
+
+def _style(cell: str) -> str:
+    if cell.startswith(("FAIL", "ERROR", "NOT RUN", "NO")):
+        return f"[bold red]{escape(cell)}[/]"
+    if cell.startswith("PASS"):
+        return f"[green]{escape(cell)}[/]"
+    return escape(cell)
+
+
+def _section(console: Console, title: str, section: Section, reason: str | None) -> None:
+    if not section.items:
+        console.print(escape(f"{title}: not run ({reason or 'no records'})"))
+        return
+    console.print(_table(title, ["Name", "Status", "Result", "Detail"],
+                         [[i.name, i.status or "n/a", views.check(i.passed), i.detail or ""]
+                          for i in section.items]))
+
+
+def print_summary(record: ReportRecord, file: TextIO | None = None, width: int = 160) -> None:
+    out = file or sys.stdout
+    console = Console(file=out, width=width, highlight=False, soft_wrap=False,
+                      force_terminal=out.isatty() if hasattr(out, "isatty") else False)
+    reasons = {s.section: s.reason for s in record.sections_not_run}
+    console.print(_table("Metadata", ["Field", "Value"],
+                         [[k, str(val)] for k, val in views.metadata_rows(record)
+                          if k in ("Model", "Device", "Implementation", "Engine", "Status",
+                                   "Run id", "Workflow", "Duration (s)", "Docker image")]))
+    if record.benchmarks:
+        console.print(_table("Benchmarks", [h for h, _ in views.BENCHMARK_COLUMNS],
+                             [views.cells(views.BENCHMARK_COLUMNS, r) for r in record.benchmarks]))
+    else:
+        console.print(escape(f"Benchmarks: not run ({reasons.get('benchmarks', 'no records')})"))
+    if record.targets:
+        cols = views.compact_target_columns(record)
+        console.print(_table("Performance targets", [h for h, _ in cols],
+                             [views.cells(cols, r) for r in record.targets]))
+    if record.evals:
+        console.print(_table("Accuracy (evals)", [h for h, _ in views.EVAL_COLUMNS],
+                             [views.cells(views.EVAL_COLUMNS, e) for e in record.evals]))
+    else:
+        console.print(escape(f"Evals: not run ({reasons.get('evals', 'no records')})"))
+    _section(console, "Tests", record.tests, reasons.get("tests"))
+    _section(console, "Stress tests", record.stress_tests, reasons.get("stress_tests"))
+    v = record.verdict
+    if v.blockers:
+        console.print(_table("Blockers", ["Category", "Item", "Tier", "Detail"],
+                             [[b.category, b.item, b.tier or "", b.detail] for b in v.blockers]))
+    if v.waived:
+        console.print(_table("Waived", ["Category", "Item", "Tier", "Detail", "Waiver reason"],
+                             [[w.category, w.item, w.tier or "", w.detail, w.waiver_reason]
+                              for w in v.waived]))
+    colour = "bold green" if v.result == "PASS" else "bold red"
+    console.print(f"[{colour}]{escape(views.verdict_line(record))}[/]", soft_wrap=True)

@@ -1,0 +1,81 @@
+"""``summary.csv``: one flat table for spreadsheets and dashboards.
+
+One row per benchmark point, per eval task, per test/stress record, and a final verdict row.
+A ``section`` column says which; columns that do not apply to a row are left empty, so the
+file loads into any tool without knowing the report schema.
+"""
+from __future__ import annotations
+
+import csv
+import io
+
+from workflows.reports.schema import TIERS, ReportRecord
+
+FIELDS = [
+    "section", "item", "model_id", "device", "run_id",
+    "isl", "osl", "max_concurrency", "num_prompts", "completed", "failed",
+    "mean_ttft_ms", "mean_tpot_ms", "tput_user", "decode_throughput", "prefill_throughput",
+    "mean_e2el_ms", "request_throughput",
+    *(f"{t}_result" for t in TIERS),
+    "metric", "value", "reference_score", "ratio_to_reference", "published_score",
+    "ratio_to_published", "result", "detail",
+]
+
+
+def _b(value: bool | None) -> str:
+    return "" if value is None else ("PASS" if value else "FAIL")
+
+
+def _f(value: float | int | None, digits: int = 3) -> str:
+    if value is None:
+        return ""
+    return str(value) if isinstance(value, int) else f"{value:.{digits}f}"
+
+
+def render_csv(record: ReportRecord) -> str:
+    m = record.metadata
+    base = {"model_id": m.model_id, "device": m.device or "", "run_id": m.run_id}
+    targets = {t.key: t for t in record.targets}
+    rows: list[dict[str, str]] = []
+    for r in record.benchmarks:
+        row = {**base, "section": "benchmark", "item": r.key, "isl": r.isl, "osl": r.osl,
+               "max_concurrency": r.max_concurrency, "num_prompts": r.num_prompts,
+               "completed": _f(r.completed), "failed": _f(r.failed),
+               "mean_ttft_ms": _f(r.mean_ttft_ms), "mean_tpot_ms": _f(r.mean_tpot_ms),
+               "tput_user": _f(r.tput_user), "decode_throughput": _f(r.decode_throughput),
+               "prefill_throughput": _f(r.prefill_throughput),
+               "mean_e2el_ms": _f(r.mean_e2el_ms), "request_throughput": _f(r.request_throughput)}
+        target = targets.get(r.key)
+        if target is not None:
+            for check in target.tiers:
+                row[f"{check.tier}_result"] = _b(check.passed)
+        rows.append(row)
+    ran = {r.key for r in record.benchmarks}
+    for t in record.targets:
+        if t.key not in ran:
+            rows.append({**base, "section": "benchmark", "item": t.key, "isl": t.isl,
+                         "osl": t.osl, "max_concurrency": t.max_concurrency,
+                         "num_prompts": _f(t.num_prompts), "result": "NOT RUN"})
+    for e in record.evals:
+        rows.append({**base, "section": "eval", "item": e.task, "metric": e.metric or "",
+                     "value": _f(e.value, 4), "reference_score": _f(e.reference_score, 4),
+                     "ratio_to_reference": _f(e.ratio_to_reference),
+                     "published_score": _f(e.published_score, 4),
+                     "ratio_to_published": _f(e.ratio_to_published),
+                     "result": "ERROR" if e.status == "error" else _b(e.passed),
+                     "detail": e.error or ""})
+    for name, section in (("test", record.tests), ("stress_test", record.stress_tests)):
+        for i in section.items:
+            rows.append({**base, "section": name, "item": i.name, "result": _b(i.passed),
+                         "detail": i.detail or ""})
+    for s in record.sections_not_run:
+        rows.append({**base, "section": s.section, "item": "*", "result": "NOT RUN",
+                     "detail": s.reason})
+    v = record.verdict
+    rows.append({**base, "section": "verdict", "item": v.model_status or "", "result": v.result,
+                 "detail": "; ".join(f"[{b.category}] {b.item}: {b.detail}" for b in v.blockers)})
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n", restval="")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()

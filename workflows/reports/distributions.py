@@ -1,0 +1,126 @@
+"""Per-request TTFT/TPOT distributions for the report's plots.
+
+The per-request file (``point_*.requests.jsonl``) is written by the load generator; this reader
+is tolerant of the usual field spellings (ms or seconds, vLLM-style names) because the plots
+are a view, not a gate. When no per-request file exists the point's own percentiles are used.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from workflows.reports.schema import Distribution
+
+HIST_BINS = 12
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _ms(rec: dict, ms_keys: tuple[str, ...], s_keys: tuple[str, ...]) -> float | None:
+    for key in ms_keys:
+        v = _num(rec.get(key))
+        if v is not None:
+            return v
+    for key in s_keys:
+        v = _num(rec.get(key))
+        if v is not None:
+            return v * 1000.0
+    return None
+
+
+def _request_values(rec: dict) -> tuple[float | None, float | None]:
+    # Warm-up requests are excluded from the point's metrics, so from its plots too.
+    if rec.get("warmup") or rec.get("success") is False or rec.get("ok") is False or rec.get(
+            "error"):
+        return None, None
+    ttft = _ms(rec, ("ttft_ms",), ("ttft_s", "ttft"))
+    tpot = _ms(rec, ("tpot_ms",), ("tpot_s", "tpot"))
+    if tpot is None and ttft is not None:
+        e2el = _ms(rec, ("e2el_ms", "latency_ms"), ("e2el_s", "latency", "e2el"))
+        out = None
+        for key in ("output_tokens", "output_len", "completion_tokens", "num_output_tokens"):
+            out = _num(rec.get(key))
+            if out is not None:
+                break
+        if e2el is not None and out is not None and out > 1:
+            tpot = (e2el - ttft) / (out - 1)
+    return ttft, tpot
+
+
+def percentile(sorted_values: list[float], pct: float) -> float:
+    """Linear-interpolated percentile of an already sorted non-empty list."""
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    pos = (len(sorted_values) - 1) * pct / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def summarise(values: list[float], source: str = "requests") -> Distribution | None:
+    if not values:
+        return None
+    vals = sorted(values)
+    lo, hi = vals[0], vals[-1]
+    width = (hi - lo) / HIST_BINS
+    if width <= 0:
+        edges, counts = [lo, hi], [len(vals)]
+    else:
+        edges = [lo + i * width for i in range(HIST_BINS + 1)]
+        counts = [0] * HIST_BINS
+        for v in vals:
+            counts[min(int((v - lo) / width), HIST_BINS - 1)] += 1
+    r = lambda x: round(x, 3)  # noqa: E731 - keep report.json readable
+    return Distribution(
+        source=source, count=len(vals), min=r(lo), p5=r(percentile(vals, 5)),
+        p25=r(percentile(vals, 25)), p50=r(percentile(vals, 50)), p75=r(percentile(vals, 75)),
+        p95=r(percentile(vals, 95)), p99=r(percentile(vals, 99)), max=r(hi),
+        mean=r(sum(vals) / len(vals)), hist_edges=[r(e) for e in edges], hist_counts=counts)
+
+
+def from_requests(path: Path) -> tuple[Distribution | None, Distribution | None]:
+    ttfts: list[float] = []
+    tpots: list[float] = []
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(rec, dict):
+                    continue
+                ttft, tpot = _request_values(rec)
+                if ttft is not None:
+                    ttfts.append(ttft)
+                if tpot is not None:
+                    tpots.append(tpot)
+    except OSError:
+        return None, None
+    return summarise(ttfts), summarise(tpots)
+
+
+def from_metrics(metrics: dict, name: str) -> Distribution | None:
+    """Fallback from the point's summary keys (median_/pNN_/mean_<name>_ms)."""
+    def get(prefix: str) -> float | None:
+        return _num(metrics.get(f"{prefix}_{name}_ms"))
+
+    p50 = get("median") if get("median") is not None else get("p50")
+    if p50 is None and get("mean") is None:
+        return None
+    return Distribution(
+        source="metrics",
+        count=metrics["completed"] if type(metrics.get("completed")) is int else None,
+        p5=get("p5"), p25=get("p25"), p50=p50, p75=get("p75"), p95=get("p95"),
+        p99=get("p99"), mean=get("mean"),
+        min=get("min"), max=get("max"))

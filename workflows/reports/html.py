@@ -1,0 +1,63 @@
+"""``report.html``: a self-contained page (inline CSS and SVG, no scripts, no network).
+
+The page is rendered from ``templates/report.html.j2`` with autoescaping on; the only
+pre-rendered HTML handed to the template is the SVG built by ``plots`` (marked safe there).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from workflows.reports import plots, views
+from workflows.reports.legend import legend
+from workflows.reports.schema import ReportRecord
+
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+
+
+def _env() -> Environment:
+    return Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)),
+                       autoescape=select_autoescape(["html", "j2"]),
+                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def _cls(cell: str) -> str:
+    if cell.startswith(("FAIL", "ERROR", "NOT RUN", "NO")):
+        return "bad"
+    if cell.startswith("PASS"):
+        return "good"
+    return ""
+
+
+def _table(columns, rows) -> dict:
+    return {"headers": [h for h, _ in columns],
+            "rows": [[(c, _cls(c)) for c in views.cells(columns, r)] for r in rows]}
+
+
+def render_html(record: ReportRecord) -> str:
+    m = record.metadata
+    not_run = {s.section: s.reason for s in record.sections_not_run}
+    context = {
+        "r": record,
+        "title": f"{m.model_name or m.model_id} on {m.device or 'unknown device'}",
+        "verdict_line": views.verdict_line(record),
+        "metadata": views.metadata_rows(record),
+        "bench": _table(views.BENCHMARK_COLUMNS, record.benchmarks),
+        "targets": _table(views.TIER_COLUMNS, views.tier_rows(record)),
+        "evals": _table(views.EVAL_COLUMNS, record.evals),
+        "sections": [("Tests", record.tests, not_run.get("tests")),
+                     ("Stress tests", record.stress_tests, not_run.get("stress_tests"))],
+        "not_run": not_run,
+        "check": views.check,
+        "num": views.num,
+        "legend": legend(),
+        "plots": {
+            "throughput": Markup(plots.throughput_vs_latency(record.benchmarks)),
+            "ttft": Markup(plots.distribution_plot(record.benchmarks, "ttft")),
+            "tpot": Markup(plots.distribution_plot(record.benchmarks, "tpot")),
+            "accuracy": Markup(plots.accuracy_plot(record.evals)),
+        },
+    }
+    return _env().get_template("report.html.j2").render(**context)

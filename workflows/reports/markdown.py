@@ -1,0 +1,105 @@
+"""``report.md``: the release report a model owner reads in a PR or on GitHub."""
+from __future__ import annotations
+
+from workflows.reports import views
+from workflows.reports.legend import legend
+from workflows.reports.schema import ReportRecord, Section
+
+
+def _escape(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(_escape(h) for h in headers) + " |",
+             "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _not_run_reason(record: ReportRecord, section: str) -> str | None:
+    return next((s.reason for s in record.sections_not_run if s.section == section), None)
+
+
+def _section_items(title: str, name: str, section: Section, record: ReportRecord) -> list[str]:
+    out = [f"## {title}", ""]
+    if not section.ran and not section.items:
+        out += [f"Not run ({_not_run_reason(record, name) or 'no records'}).", ""]
+        return out
+    passed = sum(1 for i in section.items if i.passed is True)
+    failed = sum(1 for i in section.items if i.passed is False)
+    out += [f"{len(section.items)} record(s): {passed} passed, {failed} failed.", ""]
+    out += [table(["Name", "Status", "Result", "Detail", "Record"],
+                  [[i.name, i.status or "n/a", views.check(i.passed), i.detail or "",
+                    i.record_file or ""] for i in section.items]), ""]
+    return out
+
+
+def render_markdown(record: ReportRecord) -> str:
+    m, v = record.metadata, record.verdict
+    title = f"{m.model_name or m.model_id} on {m.device or 'unknown device'}"
+    out = [f"# Release report: {title}", "", f"**{views.verdict_line(record)}**", ""]
+
+    out += ["## Verdict", ""]
+    if v.blockers:
+        out += ["Blockers:", ""]
+        out += [f"- [{b.category}] {b.item}{f' ({b.tier})' if b.tier else ''}: {b.detail}"
+                for b in v.blockers]
+        out.append("")
+    else:
+        out += ["No blockers.", ""]
+    if v.waived:
+        out += ["Waived (known issues):", ""]
+        out += [f"- [{w.category}] {w.item}{f' ({w.tier})' if w.tier else ''}: {w.detail} "
+                f"- waived: {w.waiver_reason}" for w in v.waived]
+        out.append("")
+    if record.sections_not_run:
+        out += ["Sections not run:", ""]
+        out += [f"- {s.section}: {s.reason}" for s in record.sections_not_run]
+        out.append("")
+    if v.notes:
+        out += ["Notes:", ""] + [f"- {n}" for n in v.notes] + [""]
+
+    out += ["## Metadata", "", table(["Field", "Value"],
+                                     [[k, val] for k, val in views.metadata_rows(record)]), ""]
+    if m.steps:
+        out += ["Run steps:", "", table(
+            ["Step", "Status", "Duration (s)", "Detail"],
+            [[s.name, s.status, views.num(s.duration_s), s.detail or ""] for s in m.steps]), ""]
+
+    out += ["## Benchmarks", ""]
+    if record.benchmarks:
+        out += [table([h for h, _ in views.BENCHMARK_COLUMNS],
+                      [views.cells(views.BENCHMARK_COLUMNS, r) for r in record.benchmarks]), ""]
+    else:
+        out += [f"Not run ({_not_run_reason(record, 'benchmarks') or 'no benchmark records'}).",
+                ""]
+
+    out += ["## Performance targets", ""]
+    if record.targets:
+        cols = views.TIER_COLUMNS
+        out += [f"Required tiers for status {v.model_status or 'n/a'}: "
+                f"{', '.join(v.required_tiers) or 'none'}.", "",
+                table([h for h, _ in cols],
+                      [views.cells(cols, p) for p in views.tier_rows(record)]), ""]
+    else:
+        out += ["The model spec defines no performance reference for this device.", ""]
+
+    out += ["## Accuracy (evals)", ""]
+    if record.evals:
+        out += [table([h for h, _ in views.EVAL_COLUMNS],
+                      [views.cells(views.EVAL_COLUMNS, e) for e in record.evals]), ""]
+        errors = [e for e in record.evals if e.error]
+        out += [f"- {e.task}: {e.error}" for e in errors]
+        if errors:
+            out.append("")
+    else:
+        out += [f"Not run ({_not_run_reason(record, 'evals') or 'no eval records'}).", ""]
+
+    out += _section_items("Tests", "tests", record.tests, record)
+    out += _section_items("Stress tests", "stress_tests", record.stress_tests, record)
+
+    out += ["## Legend", ""]
+    out += [f"- **{label}**: {text}" for _, label, text in legend()]
+    out.append("")
+    return "\n".join(out)

@@ -1,0 +1,181 @@
+"""Table views of the report record, shared by every renderer.
+
+Markdown, console, HTML and CSV all show the same columns with the same rounding, so the
+column definitions live here once instead of drifting apart in four renderers.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from workflows.reports.schema import TIERS, ReportRecord, TargetRow
+
+Column = tuple[str, Callable[[Any], str]]
+
+
+def num(value: float | int | None, digits: int = 1) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:,.{digits}f}"
+
+
+def check(value: bool | None) -> str:
+    return "n/a" if value is None else ("PASS" if value else "FAIL")
+
+
+def ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+BENCHMARK_COLUMNS: list[Column] = [
+    ("ISL", lambda r: str(r.isl)),
+    ("OSL", lambda r: str(r.osl)),
+    ("Concurrency", lambda r: str(r.max_concurrency)),
+    ("N", lambda r: str(r.num_prompts)),
+    ("TTFT (ms)", lambda r: num(r.mean_ttft_ms)),
+    ("TPOT (ms)", lambda r: num(r.mean_tpot_ms)),
+    ("t/s/u", lambda r: num(r.tput_user, 2)),
+    ("Decode (t/s)", lambda r: num(r.decode_throughput)),
+    ("Prefill (t/s)", lambda r: num(r.prefill_throughput)),
+    ("E2EL (ms)", lambda r: num(r.mean_e2el_ms)),
+    ("req/s", lambda r: num(r.request_throughput, 3)),
+    ("Failed", lambda r: num(r.failed)),
+]
+
+
+def tiers_present(record: ReportRecord) -> list[str]:
+    seen = {t.tier for row in record.targets for t in row.tiers}
+    return [t for t in TIERS if t in seen]
+
+
+def _tier(row: TargetRow, tier: str):
+    return next((t for t in row.tiers if t.tier == tier), None)
+
+
+def target_columns(record: ReportRecord) -> list[Column]:
+    cols: list[Column] = [
+        ("Point", lambda r: r.key),
+        ("Ran", lambda r: "yes" if r.ran else "NO"),
+        ("TTFT (ms)", lambda r: num(r.measured_ttft_ms)),
+        ("t/s/u", lambda r: num(r.measured_tput_user, 2)),
+        ("Decode (t/s)", lambda r: num(r.measured_tput)),
+    ]
+    for tier in tiers_present(record):
+        cols.append((f"{tier.title()} result", lambda r, t=tier: tier_result(r, _tier(r, t))))
+        cols.append((f"{tier.title()} TTFT target / ratio",
+                     lambda r, t=tier: _pair(_tier(r, t), "ttft_ms", "ttft_ratio", 1)))
+        cols.append((f"{tier.title()} t/s/u target / ratio",
+                     lambda r, t=tier: _pair(_tier(r, t), "tput_user", "tput_user_ratio", 2)))
+        cols.append((f"{tier.title()} decode target / ratio",
+                     lambda r, t=tier: _pair(_tier(r, t), "tput", "tput_ratio", 1)))
+    return cols
+
+
+def _triple(measured: float | None, target: float | None, r: float | None, digits: int) -> str:
+    if target is None:
+        return "n/a"
+    return f"{num(measured, digits)} vs {num(target, digits)} ({ratio(r)})"
+
+
+#: Long format for markdown/HTML: one row per (point, tier); cells are "measured vs target
+#: (ratio)" so a reader sees at once how far from the target each number is.
+TIER_COLUMNS: list[Column] = [
+    ("Point", lambda p: p[0].key),
+    ("Tier", lambda p: p[1].tier),
+    ("Required", lambda p: "yes" if p[1].required else "no"),
+    ("Result", lambda p: tier_result(p[0], p[1]).replace(" (req)", "")),
+    ("TTFT ms: measured vs target (ratio)",
+     lambda p: _triple(p[0].measured_ttft_ms, p[1].ttft_ms, p[1].ttft_ratio, 1)),
+    ("t/s/u: measured vs target (ratio)",
+     lambda p: _triple(p[0].measured_tput_user, p[1].tput_user, p[1].tput_user_ratio, 2)),
+    ("Decode t/s: measured vs target (ratio)",
+     lambda p: _triple(p[0].measured_tput, p[1].tput, p[1].tput_ratio, 1)),
+]
+
+
+def tier_rows(record: ReportRecord) -> list[tuple[TargetRow, Any]]:
+    return [(row, check) for row in record.targets for check in row.tiers]
+
+
+def compact_target_columns(record: ReportRecord) -> list[Column]:
+    """Narrow variant for the console: one cell per tier, "RESULT r=ttft/tput_user/tput"."""
+    cols = target_columns(record)[:5]
+    for tier in tiers_present(record):
+        cols.append((f"{tier.title()} (ratios ttft/tpu/tput)",
+                     lambda r, t=tier: _compact(r, _tier(r, t))))
+    return cols
+
+
+def _compact(row: TargetRow, t) -> str:
+    if t is None:
+        return "n/a"
+    ratios = "/".join(ratio(x) for x in (t.ttft_ratio, t.tput_user_ratio, t.tput_ratio))
+    return f"{tier_result(row, t)} {ratios}" if row.ran else tier_result(row, t)
+
+
+def tier_result(row: TargetRow, t) -> str:
+    if t is None:
+        return "n/a"
+    label = check(t.passed) if row.ran else "NOT RUN"
+    return f"{label}{' (req)' if t.required else ''}"
+
+
+def _pair(t, target_attr: str, ratio_attr: str, digits: int) -> str:
+    if t is None or getattr(t, target_attr) is None:
+        return "n/a"
+    return f"{num(getattr(t, target_attr), digits)} / {ratio(getattr(t, ratio_attr))}"
+
+
+EVAL_COLUMNS: list[Column] = [
+    ("Task", lambda e: e.task),
+    ("Check", lambda e: "ERROR" if e.status == "error" else check(e.passed)),
+    ("Metric", lambda e: e.metric or "n/a"),
+    ("Score", lambda e: num(e.value, 4)),
+    ("Reference", lambda e: num(e.reference_score, 4)),
+    ("Ratio to ref", lambda e: ratio(e.ratio_to_reference)),
+    ("Published", lambda e: num(e.published_score, 4)),
+    ("Ratio to pub", lambda e: ratio(e.ratio_to_published)),
+    ("Tolerance", lambda e: num(e.tolerance, 2)),
+    ("Samples", lambda e: num(e.samples)),
+    ("Mode", lambda e: e.mode or "n/a"),
+]
+
+
+def cells(columns: list[Column], row: Any) -> list[str]:
+    return [fn(row) for _, fn in columns]
+
+
+def metadata_rows(record: ReportRecord) -> list[tuple[str, str]]:
+    m = record.metadata
+    env = m.environment
+    pkgs = ", ".join(f"{k}=={v}" for k, v in sorted(env.packages.items())) or "n/a"
+    host = env.host
+    host_text = "; ".join(x for x in (
+        host.cpu, f"{host.cores} cores" if host.cores else None,
+        f"{host.ram_gb} GB RAM" if host.ram_gb is not None else None, host.os) if x) or "n/a"
+    where = "recorded by the run" if env.source == "manifest" else (
+        "gathered when the report was built (the run did not record it)")
+    rows = [
+        ("Model", m.model_name or m.model_id), ("Model id", m.model_id),
+        ("HF repo", m.hf_model_repo), ("Served name", m.served_model_name),
+        ("Device", m.device), ("Implementation", m.impl_name or m.impl_id),
+        ("Engine", m.engine), ("Status", m.model_status), ("Spec version", m.model_version),
+        ("Docker image", m.docker_image), ("tt-metal commit", m.tt_metal_commit),
+        ("vLLM commit", m.vllm_commit), ("Run id", m.run_id), ("Workflow", m.workflow),
+        ("Run status", m.run_status), ("Started", m.run_started), ("Ended", m.run_ended),
+        ("Duration (s)", num(m.duration_s)), ("Command", m.run_command),
+        ("Python", env.python), ("Packages", pkgs), ("Host", host_text),
+        ("Environment source", where), ("Report generated", m.generated_at),
+    ]
+    return [(k, v if v not in (None, "") else "n/a") for k, v in rows]
+
+
+def verdict_line(record: ReportRecord) -> str:
+    v = record.verdict
+    text = (f"VERDICT: {v.result} - {record.metadata.model_id} on {record.metadata.device} "
+            f"(status {v.model_status or 'n/a'}; required tiers: "
+            f"{', '.join(v.required_tiers) or 'none'}; evals "
+            f"{'required' if v.evals_required else 'not required'}; "
+            f"{len(v.blockers)} blocker(s), {len(v.waived)} waived)")
+    return text

@@ -1,0 +1,183 @@
+"""One run, one directory: the run id, the manifest and the run log.
+
+Everything a run produces lands under ``RUN_DIR`` and nothing is read from other runs.
+``manifest.json`` is a contract other tools rely on (see docs/architecture.md): it is rewritten
+after every step change so an interrupted run still leaves a truthful manifest behind.
+Standard library only: client workflows read it from their own venvs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+MANIFEST_SCHEMA = "tt-run-manifest/1"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STEP_STATUSES = ("running", "passed", "failed", "skipped", "not_run")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def make_run_id(model_id: str, workflow: str, when: datetime | None = None) -> str:
+    stamp = (when or datetime.now()).strftime("%Y-%m-%d_%H-%M-%S")
+    return f"{stamp}_{model_id}_{workflow}"
+
+
+def default_runs_root() -> Path:
+    """``$CACHE_ROOT/workflow_logs/runs`` when CACHE_ROOT is set, else ``<repo>/workflow_logs/runs``."""
+    base = Path(os.environ["CACHE_ROOT"]) if os.environ.get("CACHE_ROOT") else REPO_ROOT
+    return base / "workflow_logs" / "runs"
+
+
+@dataclass
+class Step:
+    name: str
+    status: str = "running"
+    started: str | None = None
+    ended: str | None = None
+    duration_s: float | None = None
+    outputs: list[str] = field(default_factory=list)
+    detail: str = ""
+
+
+@dataclass
+class Manifest:
+    run_id: str
+    model_id: str
+    workflow: str
+    status: str = "running"
+    started: str = field(default_factory=utc_now)
+    ended: str | None = None
+    steps: list[Step] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    schema: str = MANIFEST_SCHEMA
+
+    @classmethod
+    def read(cls, path: Path) -> "Manifest":
+        data = json.loads(Path(path).read_text())
+        data["steps"] = [Step(**s) for s in data.get("steps", [])]
+        return cls(**data)
+
+    def step(self, name: str) -> Step | None:
+        return next((s for s in self.steps if s.name == name), None)
+
+
+class RunDirectory:
+    """The run's directory, its manifest and its log (secrets redacted on the way in)."""
+
+    def __init__(self, path: Path, manifest: Manifest, redact: Callable[[str], str] | None = None) -> None:
+        self.path = Path(path).resolve()
+        self.manifest = manifest
+        self._redact = redact or (lambda text: text)
+        self._lock = threading.Lock()
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.path / "run.log", "a", encoding="utf-8")
+        self.save()
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / "manifest.json"
+
+    @property
+    def spec_path(self) -> Path:
+        return self.path / "model_spec.json"
+
+    @property
+    def server_log_path(self) -> Path:
+        return self.path / "server.log"
+
+    def set_redactor(self, redact: Callable[[str], str]) -> None:
+        self._redact = redact
+
+    def relative(self, path: Path) -> str:
+        return str(Path(path).resolve().relative_to(self.path))
+
+    # ------------------------------------------------------------------ log
+
+    def log(self, line: str, source: str = "run") -> None:
+        """One line into run.log with a timestamp and its source (``run``, a workflow name...)."""
+        text = self._redact(_ANSI.sub("", line.rstrip("\n")))
+        stamp = datetime.now().strftime("%H:%M:%S.%f")[:-3]
+        with self._lock:
+            self._log.write(f"{stamp} [{source}] {text}\n")
+            self._log.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._log.closed:
+                self._log.close()
+
+    # ------------------------------------------------------------------ manifest
+
+    def save(self) -> None:
+        data = asdict(self.manifest)
+        text = self._redact(json.dumps(data, indent=2))
+        tmp = self.manifest_path.with_suffix(".json.tmp")
+        tmp.write_text(text + "\n")
+        os.replace(tmp, self.manifest_path)
+
+    def write_json(self, name: str, data: Any) -> Path:
+        """Write a JSON file into the run directory with secrets redacted."""
+        path = self.path / name
+        path.write_text(self._redact(json.dumps(data, indent=2, default=str)) + "\n")
+        return path
+
+    def start_step(self, name: str) -> Step:
+        step = self.manifest.step(name)
+        if step is None:
+            step = Step(name=name)
+            self.manifest.steps.append(step)
+        step.status, step.started, step.ended, step.duration_s, step.detail = "running", utc_now(), None, None, ""
+        step._t0 = time.monotonic()  # type: ignore[attr-defined]
+        self.save()
+        return step
+
+    def end_step(self, step: Step, status: str, detail: str = "", outputs: list[str] | None = None) -> Step:
+        assert status in STEP_STATUSES, status
+        step.status, step.detail = status, detail
+        step.ended = utc_now()
+        t0 = getattr(step, "_t0", None)
+        step.duration_s = round(time.monotonic() - t0, 3) if t0 is not None else 0.0
+        if outputs:
+            step.outputs = sorted(set(step.outputs) | set(outputs))
+        self.save()
+        return step
+
+    def record_step(self, name: str, status: str, detail: str = "") -> Step:
+        """A step that did not run (skipped / not_run) still appears in the manifest."""
+        step = self.manifest.step(name) or Step(name=name)
+        if step not in self.manifest.steps:
+            self.manifest.steps.append(step)
+        step.status, step.detail = status, detail
+        step.started = step.started or None
+        self.save()
+        return step
+
+    def finish(self, status: str) -> None:
+        self.manifest.status = status
+        self.manifest.ended = utc_now()
+        for step in self.manifest.steps:
+            if step.status == "running":  # interrupted mid-step
+                step.status, step.ended = "failed", utc_now()
+                step.detail = step.detail or "interrupted"
+        self.save()
+
+
+def collect_outputs(run_dir: Path, workflow: str) -> list[str]:
+    """Result files a client workflow listed in ``<workflow>/outputs.json`` (relative paths)."""
+    listing = Path(run_dir) / workflow / "outputs.json"
+    try:
+        outputs = json.loads(listing.read_text()).get("outputs", [])
+    except (OSError, ValueError):
+        return []
+    return [str(o) for o in outputs if (Path(run_dir) / o).exists()]

@@ -1,0 +1,101 @@
+"""Reports client workflow: rebuild every report of ONE run directory from its files.
+
+    python workflows/run_reports.py --run-dir RUN_DIR [--model-spec-json PATH]
+        [--server-url URL] [--workflow-args-json JSON] [--disable-trace-capture]
+        [--ignore-verdict]
+
+Reads only RUN_DIR (manifest, model spec snapshot, CLI args, result records) and writes
+RUN_DIR/reports/{report.json,report.md,summary.csv,report.html,outputs.json}, then prints the
+console summary with the verdict on its last line.
+
+Exit codes: 0 PASS (or any verdict with --ignore-verdict, also settable as
+``{"ignore_verdict": true}`` in --workflow-args-json), 3 FAIL, 2 bad input (no usable
+manifest/model spec, bad arguments), 1 anything else went wrong.
+``--server-url`` and ``--disable-trace-capture`` are accepted and ignored so every client
+workflow shares one signature; reports never talk to a server.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from pathlib import Path
+
+if __package__ in (None, ""):
+    # Run as a script: make the repo root importable (the orchestrator also sets PYTHONPATH).
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+EXIT_PASS, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_FAIL = 0, 1, 2, 3
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--run-dir", required=True, type=Path)
+    p.add_argument("--model-spec-json", type=Path, default=None,
+                   help="used only when RUN_DIR has no model_spec.json of its own")
+    p.add_argument("--server-url", default=None, help="accepted and ignored")
+    p.add_argument("--workflow-args-json", default=None)
+    p.add_argument("--disable-trace-capture", action="store_true", help="accepted and ignored")
+    p.add_argument("--ignore-verdict", action="store_true",
+                   help="write the reports and exit 0 even when the verdict is FAIL")
+    return p.parse_args(argv)
+
+
+def _workflow_args(text: str | None) -> dict:
+    if not text:
+        return {}
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError("--workflow-args-json must be a JSON object")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse_args(argv)
+    except SystemExit as exc:  # argparse: usage errors are bad input
+        return EXIT_BAD_INPUT if exc.code else EXIT_PASS
+    try:
+        wf_args = _workflow_args(args.workflow_args_json)
+    except ValueError as exc:
+        print(f"reports: bad --workflow-args-json: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    ignore = args.ignore_verdict or str(wf_args.get("ignore_verdict", "")).lower() in (
+        "1", "true", "yes")
+
+    from workflows.reports import BadRunDir, build_report, write_reports
+    from workflows.reports.console import print_summary
+
+    run_dir: Path = args.run_dir
+    print(f"reports: building the report from {run_dir}", flush=True)
+    try:
+        record = build_report(run_dir, args.model_spec_json)
+    except BadRunDir as exc:
+        print(f"reports: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception:  # noqa: BLE001 - any other failure is an error, with its traceback
+        traceback.print_exc()
+        return EXIT_ERROR
+    try:
+        outputs = write_reports(record, run_dir)
+        outputs.append("reports/outputs.json")
+        (run_dir / "reports" / "outputs.json").write_text(
+            json.dumps({"outputs": outputs}, indent=2) + "\n", encoding="utf-8")
+        for rel in outputs:
+            print(f"reports: wrote {rel}", flush=True)
+        print_summary(record)
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        return EXIT_ERROR
+    sys.stdout.flush()
+    if record.verdict.result == "PASS":
+        return EXIT_PASS
+    if ignore:
+        print("reports: verdict FAIL ignored (--ignore-verdict)", flush=True)
+        return EXIT_PASS
+    return EXIT_FAIL
+
+
+if __name__ == "__main__":
+    sys.exit(main())
