@@ -65,9 +65,13 @@ class AuthConfig:
 
 def make_jwt(secret: str) -> str:
     """HS256 JWT with the upstream claims (no exp/iat: the server compares the string, never decodes it)."""
+    import warnings
+
     import jwt  # PyJWT, in the orchestrator venv
 
-    token = jwt.encode(dict(JWT_CLAIMS), secret, algorithm="HS256")
+    with warnings.catch_warnings():  # PyJWT >= 2.10 warns on keys < 32 bytes; upstream secrets are often shorter
+        warnings.simplefilter("ignore")
+        token = jwt.encode(dict(JWT_CLAIMS), secret, algorithm="HS256")
     return token if isinstance(token, str) else token.decode()
 
 

@@ -12,7 +12,9 @@ Rules (documented in the report legend too):
 * Within a judged section: a perf-reference point that did not run, or a target check that
   fails, blocks when its tier is required; an eval with ``passed: false`` or status
   ``failed``/``error`` blocks; no eval records at all blocks; a failed test/stress record blocks.
-* A manifest step with status ``failed`` always blocks (the numbers after a crash are partial).
+* A manifest step with status ``failed`` blocks (the numbers after a crash are partial), unless
+  it is a section whose own records show the failure (client workflows exit 1 when their own
+  checks fail): then those records are judged item by item, so waivers and tiers apply.
 * ``known_issues`` waivers in the model spec turn a blocker into a waived item carrying the
   waiver's reason. A waiver matches on ``workflow`` == blocker category and ``task`` == the
   item (point key or eval task) or ``"*"``. A crashed step is only waived by naming it
@@ -184,10 +186,16 @@ def decide(
         notes.append(f"unknown model status {model_status!r}: treated as EXPERIMENTAL")
     raw: list[Blocker] = []
 
+    explained = _explained_sections(targets, evals, tests, stress_tests)
     for step in steps:
-        if step.name != "reports" and step.status == "failed":
-            detail = f"step {step.name!r} failed" + (f": {step.detail}" if step.detail else "")
-            raw.append(Blocker(step.name, STEP_FAILED, detail))
+        if step.name == "reports" or step.status != "failed":
+            continue  # a previous reports step "failed" only because its verdict was FAIL
+        if step.name in explained:
+            notes.append(f"step {step.name!r} exited non-zero; its records show why and are "
+                         f"judged item by item")
+            continue
+        detail = f"step {step.name!r} failed" + (f": {step.detail}" if step.detail else "")
+        raw.append(Blocker(step.name, STEP_FAILED, detail))
 
     for problem in record_problems:
         raw.append(Blocker("records", "unreadable", problem))
@@ -236,6 +244,27 @@ def decide(
         evals_required=need_evals,
         notes=notes,
     )
+
+
+def _explained_sections(targets: list[TargetRow], evals: list[EvalRow], tests: Section,
+                        stress_tests: Section) -> set[str]:
+    """Sections whose failed step is accounted for by their own records.
+
+    Client workflows exit 1 when their own checks fail (an eval below tolerance, a missed
+    target), which marks the step failed. When the records show such a failure, the verdict
+    judges those records under the acceptance rules (so a waiver or a non-required tier can
+    clear them); only a failure the records do not explain (a crash, a point that never ran,
+    failed requests) is a blocker by itself.
+    """
+    out = set()
+    if any(t.passed is False for r in targets for t in r.tiers):
+        out.add("benchmarks")
+    if any(e.passed is False or e.status in ("failed", "error") for e in evals):
+        out.add("evals")
+    for name, section in (("tests", tests), ("stress_tests", stress_tests)):
+        if any(i.passed is False for i in section.items):
+            out.add(name)
+    return out
 
 
 def _eval_detail(ev: EvalRow) -> str:

@@ -134,6 +134,12 @@ def test_skipped_sections_are_listed_not_failed(make_run):
 
 def test_failed_step_blocks(make_run):
     run = make_run()
+    # Without any missed target in the records nothing explains the failure: it is a crash.
+    def drop_target_tier(spec: dict) -> None:
+        for ref in spec["device_model_spec"]["perf_reference"]:
+            del ref["targets"]["target"]
+
+    run.edit("model_spec.json", drop_target_tier)
     run.set_step("benchmarks", "failed", "exit code 1")
     run.set_step("evals", "not_run")
     run.remove("evals")
@@ -284,3 +290,25 @@ def test_legend_is_complete_without_the_benchmarking_module(monkeypatch):
         assert own.get(key), key
     assert "(E2EL - TTFT) / (output tokens - 1)" in own["tpot"]
     assert "min(concurrency, N)" in own["decode_throughput"]
+
+
+def test_failed_step_explained_by_its_records_follows_the_records(make_run):
+    """evals exits 1 when a task misses its reference; the waiver must still clear it."""
+    run = make_run()
+    run.set_step("evals", "failed", "exit code 1")
+    run.edit("evals/gsm8k_tiny/eval_record.json",
+             lambda r: r.update(value=0.1, passed=False, status="failed"))
+    assert blockers(build_report(run.path)) == [("evals", "gsm8k_tiny", None)]
+    run.add_waiver("evals", "gsm8k_tiny", "known tokenizer issue")
+    record = build_report(run.path)
+    assert record.verdict.result == "PASS"
+    assert any("exited non-zero" in n for n in record.verdict.notes)
+    # The same failed step with nothing in the records to explain it is a crash: a blocker.
+    run.edit("evals/gsm8k_tiny/eval_record.json", lambda r: r.update(passed=True, status="passed"))
+    assert blockers(build_report(run.path)) == [("evals", "step-failed", None)]
+
+
+def test_previous_reports_step_failure_is_not_a_blocker(make_run):
+    run = make_run()
+    run.set_step("reports", "failed", "verdict FAIL")
+    assert build_report(run.path).verdict.result == "PASS"

@@ -1,0 +1,364 @@
+"""Benchmarks workflow entry: warm up, run each sweep point with our client, judge against targets.
+
+    python benchmarking/run_benchmarks.py --run-dir RUN_DIR --model-spec-json PATH \
+        --server-url URL --workflow-args-json '{"mode": "smoke"}' [--disable-trace-capture]
+
+Writes RUN_DIR/benchmarks/point_isl-*_osl-*_con-*_n-*.json (schema tt-bench-point/1), a
+`.requests.jsonl` beside each (one row per request, warm-up rows flagged), a `.prom.json` with
+/metrics snapshots when the server has them, and outputs.json. A point whose summary already
+exists is skipped (resume). Exit 0 when every point ran and completed at least one request, 1 when
+some point failed entirely or was cut by the sweep budget (the others are kept), 2 on bad input.
+
+Importing this module is stdlib-only (the orchestrator reads WORKFLOW_ARG_KEYS from it); the
+client and tokenizer are imported when main() runs.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import time
+
+if __package__ in (None, ""):  # run as a script: make the repo root importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarking.bench_args import WORKFLOW_ARG_KEYS, BenchArgError, BenchArgs, parse_workflow_args  # noqa: E402
+from benchmarking.sweeps import Point, build_points  # noqa: E402
+
+__all__ = ["WORKFLOW_ARG_KEYS", "main"]
+SCHEMA = "tt-bench-point/1"
+# default budgets (s) per mode: (per point, whole sweep); workflow args override
+DEFAULT_BUDGETS = {"smoke": (120.0, 600.0), "ci": (900.0, 3600.0), "full": (7200.0, None)}
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _atomic_write(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _log(msg: str) -> None:
+    print(f"[benchmarks] {msg}", flush=True)
+
+
+class Context:
+    """Everything a point needs that does not change between points."""
+
+    def __init__(self, run_dir: str, spec: dict, bench: BenchArgs, base_url: str, disable_warmup: bool):
+        self.run_dir = run_dir
+        self.out_dir = os.path.join(run_dir, "benchmarks")
+        self.spec = spec
+        self.bench = bench
+        self.base_url = base_url.rstrip("/")
+        self.disable_warmup = disable_warmup
+        self.api_key = os.environ.get("OPENAI_API_KEY") or None
+        self.model = (os.environ.get("TT_SERVED_MODEL_NAME") or spec.get("served_model_name")
+                      or spec.get("hf_model_repo") or spec.get("model_name") or "")
+        self.model_id = spec.get("model_id") or self.model
+        self.tokenizer_dir = os.environ.get("TT_TOKENIZER_DIR") or None
+        self.tokenizer = None
+        self.tokenizer_note = None
+
+    def client_config(self):
+        from benchmarking.client import ClientConfig
+        b = self.bench
+        return ClientConfig(base_url=self.base_url, endpoint=b.endpoint, model=self.model, api_key=self.api_key,
+                            request_timeout_s=b.request_timeout_s, stall_timeout_s=b.stall_timeout_s,
+                            tokenizer=self.tokenizer)
+
+    def rel(self, path: str) -> str:
+        return os.path.relpath(path, self.run_dir)
+
+
+def _prompts(ctx: Context, isl: int, n: int, seed: int):
+    from benchmarking import prompts as P
+    b = ctx.bench
+    if b.dataset == "jsonl":
+        return P.jsonl_prompts(b.dataset_path, n, ctx.tokenizer)
+    if b.dataset == "shared_prefix":
+        return P.shared_prefix_prompts(ctx.tokenizer, isl, n, b.shared_prefix_len, seed)
+    return P.random_prompts(ctx.tokenizer, isl, n, seed)
+
+
+def _items(ctx: Context, prompts, osl: int):
+    from benchmarking.prompts import request_body
+    from benchmarking.runner import WorkItem
+    chat = ctx.bench.endpoint.endswith("chat/completions")
+    return [WorkItem(request_body(p.text, osl, ctx.model, chat), p.token_len or p.intended_len, osl) for p in prompts]
+
+
+def warm_up(ctx: Context, pairs: list[tuple[int, int]]) -> None:
+    """One exact-length streaming completion per (isl, osl): trace capture on Tenstorrent servers."""
+    from benchmarking.runner import run_point
+    for isl, osl in pairs:
+        items = _items(ctx, _prompts(ctx, isl, 1, seed=10_000 + isl), osl)
+        run = run_point(ctx.client_config(), items, [0.0], 1, id_prefix=f"tt-warmup-isl{isl}-osl{osl}")
+        rec = run.records[0]
+        if rec.success:
+            tpot = f"{rec.tpot * 1000:.1f} ms" if rec.tpot else "n/a"
+            _log(f"warm-up isl={isl} osl={osl}: ttft {rec.ttft * 1000:.1f} ms, tpot {tpot}")
+        else:
+            _log(f"warm-up isl={isl} osl={osl} failed ({rec.error_class}): {rec.error}")
+
+
+def _prompt_check(ctx: Context, prompts) -> dict:
+    verified = [p for p in prompts if p.token_len is not None]
+    drifts = [p.token_len - p.intended_len for p in verified]
+    by = getattr(ctx.tokenizer, "source", None) if verified else "none"
+    return {"verified_by": by or "none", "verified": len(verified), "exact": sum(1 for d in drifts if d == 0),
+            "max_abs_drift": max((abs(d) for d in drifts), default=None)}
+
+
+def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
+    """Measure one point with our client and write its three files; returns the summary record."""
+    from benchmarking import prom
+    from benchmarking.arrivals import release_offsets
+    from benchmarking.metrics import compute_metrics
+    from benchmarking.runner import run_point
+    from benchmarking.targets import judge
+    b = ctx.bench
+    stem = os.path.join(ctx.out_dir, point.stem)
+    prompts = _prompts(ctx, point.isl, point.num_prompts + b.warmup_requests, seed=b.seed + point.isl * 7 + point.osl)
+    check = _prompt_check(ctx, prompts)
+    items = _items(ctx, prompts, point.osl)
+    warm, items = items[:b.warmup_requests], items[b.warmup_requests:]
+    offsets = release_offsets(len(items), b.request_rate, b.burstiness, b.ramp, seed=b.seed)
+    before = prom.fetch_metrics(ctx.base_url, ctx.api_key)
+    started = _now()
+    run = run_point(ctx.client_config(), items, offsets, point.max_concurrency, warm, budget_s,
+                    id_prefix=f"tt-{point.isl}-{point.osl}-{point.max_concurrency}")
+    ended = _now()
+    after = prom.fetch_metrics(ctx.base_url, ctx.api_key) if before is not None else None
+    metrics = compute_metrics(run.records, run.duration, isl=point.isl, osl=point.osl,
+                              max_concurrency=point.max_concurrency, num_prompts=point.num_prompts,
+                              percentiles=b.percentiles, goodput=b.goodput or None)
+    warnings = []
+    if metrics["output_length_mismatches"]:
+        warnings.append(f"{metrics['output_length_mismatches']} of {metrics['completed']} completed requests "
+                        f"returned an output length other than osl={point.osl} (ignore_eos/min_tokens not honoured?)")
+    if check["max_abs_drift"]:
+        warnings.append(f"prompt length drift up to {check['max_abs_drift']} tokens after decode/re-encode")
+    if run.budget_exhausted:
+        warnings.append(f"point budget {budget_s:.0f} s ran out; {run.not_sent} requests never sent")
+    for w in warnings:
+        _log(f"WARNING {point.stem}: {w}")
+
+    requests_path = stem + ".requests.jsonl"
+    _atomic_write(requests_path, "".join(json.dumps(r.to_json()) + "\n" for r in run.records))
+    server_metrics = None
+    if before is not None and after is not None:
+        d = prom.delta(before, after)
+        _atomic_write(stem + ".prom.json", json.dumps({"before": before, "after": after, "delta": d}))
+        server_metrics = {"file": ctx.rel(stem + ".prom.json"), "delta": prom.headline(d)}
+    record = {
+        "schema": SCHEMA, "model_id": ctx.model_id, "served_model_name": ctx.model, "tool": "tt-bench",
+        "point": {"isl": point.isl, "osl": point.osl, "max_concurrency": point.max_concurrency,
+                  "num_prompts": point.num_prompts,
+                  "request_rate": "inf" if b.request_rate == float("inf") else b.request_rate,
+                  "burstiness": b.burstiness, "ramp": list(b.ramp) if b.ramp else None,
+                  "endpoint": b.endpoint, "dataset": b.dataset, "source": point.source,
+                  "warmup_requests": b.warmup_requests},
+        "started": started, "ended": ended,
+        "metrics": metrics, "targets": judge(metrics, point.targets),
+        "requests_file": ctx.rel(requests_path),
+        "prompt_check": check, "percentiles": b.percentiles, "goodput_slos": b.goodput or None,
+        "budget_exhausted": run.budget_exhausted, "not_sent": run.not_sent,
+        "server_metrics": server_metrics, "warnings": warnings,
+    }
+    _atomic_write(stem + ".json", json.dumps(record, indent=1))  # written last: its presence means done
+    return record
+
+
+def run_vllm_point(ctx: Context, point: Point, python: str, budget_s: float | None) -> dict | None:
+    """Same point through `vllm bench serve`; saved as <stem>.vllm-bench.json in our schema."""
+    from benchmarking import vllm_tool
+    from benchmarking.targets import judge
+    b = ctx.bench
+    raw_dir = os.path.join(ctx.out_dir, "vllm_raw")
+    os.makedirs(raw_dir, exist_ok=True)
+    raw_name = point.stem + ".vllm.json"
+    tokenizer = ctx.tokenizer_dir or ctx.spec.get("hf_model_repo") or ctx.model
+    cmd = vllm_tool.bench_command(python, ctx.base_url, ctx.model, tokenizer, point.isl, point.osl,
+                                  point.max_concurrency, point.num_prompts, raw_dir, raw_name,
+                                  endpoint=b.endpoint, request_rate=b.request_rate, burstiness=b.burstiness,
+                                  percentiles=",".join(f"{p:g}" for p in b.percentiles), seed=b.seed)
+    started = _now()
+    log_path = os.path.join(raw_dir, point.stem + ".vllm.log")
+    try:
+        with open(log_path, "w") as log:
+            proc = vllm_tool.run(cmd, ctx.api_key, timeout=budget_s, log=log)
+    except Exception as exc:  # noqa: BLE001 - a comparison tool failing must not lose our results
+        _log(f"vllm bench serve failed for {point.stem}: {exc!r}")
+        return None
+    raw_path = os.path.join(raw_dir, raw_name)
+    if proc.returncode != 0 or not os.path.exists(raw_path):
+        _log(f"vllm bench serve exit {proc.returncode} for {point.stem}; see {ctx.rel(log_path)}")
+        return None
+    with open(raw_path) as fh:
+        raw = json.load(fh)
+    metrics = vllm_tool.to_point_metrics(raw, point.isl, point.max_concurrency, point.num_prompts)
+    record = {"schema": SCHEMA, "model_id": ctx.model_id, "served_model_name": ctx.model, "tool": "vllm-bench",
+              "point": {"isl": point.isl, "osl": point.osl, "max_concurrency": point.max_concurrency,
+                        "num_prompts": point.num_prompts,
+                        "request_rate": "inf" if b.request_rate == float("inf") else b.request_rate,
+                        "burstiness": b.burstiness, "endpoint": b.endpoint, "dataset": "random",
+                        "source": point.source},
+              "started": started, "ended": _now(), "metrics": metrics, "targets": judge(metrics, point.targets),
+              "requests_file": None, "raw_file": ctx.rel(raw_path), "command": " ".join(cmd[:2] + ["<shim>"] + cmd[3:])}
+    _atomic_write(os.path.join(ctx.out_dir, point.stem + ".vllm-bench.json"), json.dumps(record, indent=1))
+    return record
+
+
+def load_finished(path: str, point: Point, tool: str) -> dict | None:
+    """A previously written summary for exactly this point, or None (resume support)."""
+    try:
+        with open(path) as fh:
+            rec = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    p = rec.get("point") or {}
+    same = (p.get("isl"), p.get("osl"), p.get("max_concurrency"), p.get("num_prompts")) == \
+        (point.isl, point.osl, point.max_concurrency, point.num_prompts)
+    return rec if rec.get("schema") == SCHEMA and rec.get("tool") == tool and same else None
+
+
+def _fmt(v, nd=1) -> str:
+    return "-" if v is None else f"{v:.{nd}f}"
+
+
+def print_table(records: list[dict]) -> None:
+    """Plain-text summary table of every point of this run."""
+    head = ("tool", "ISL", "OSL", "Con", "N", "ok", "fail", "TTFT ms", "TPOT ms", "t/s/u", "Decode t/s",
+            "Prefill t/s", "E2EL ms", "Req/s", "targets")
+    rows = []
+    for rec in records:
+        m, p = rec["metrics"], rec["point"]
+        verdicts = []
+        for tier, t in (rec.get("targets") or {}).items():
+            passes = [t.get(k) for k in ("ttft_pass", "tput_user_pass", "tput_pass") if t.get(k) is not None]
+            if passes:
+                verdicts.append(f"{tier[0]}:{'ok' if all(passes) else 'MISS'}")
+        rows.append((rec["tool"], str(p["isl"]), str(p["osl"]), str(p["max_concurrency"]), str(p["num_prompts"]),
+                     str(m.get("completed")), str(m.get("failed")), _fmt(m.get("mean_ttft_ms")),
+                     _fmt(m.get("mean_tpot_ms")), _fmt(m.get("tput_user"), 2), _fmt(m.get("decode_throughput")),
+                     _fmt(m.get("prefill_throughput")), _fmt(m.get("mean_e2el_ms")),
+                     _fmt(m.get("request_throughput"), 3), " ".join(verdicts) or "-"))
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+    line = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
+    print(line(head))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print(line(r))
+    print("TTFT: first chunk with non-empty choices; TPOT: (e2el-ttft)/(out-1); t/s/u = 1000/TPOT; "
+          "Decode = t/s/u x min(con, N); Prefill = ISL x min(con, N) / TTFT. Full legend: benchmarking/metrics_legend.py",
+          flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="tt-inference-server benchmarks workflow")
+    ap.add_argument("--run-dir", required=True)
+    ap.add_argument("--model-spec-json", required=True)
+    ap.add_argument("--server-url", required=True)
+    ap.add_argument("--workflow-args-json", default="{}")
+    ap.add_argument("--disable-trace-capture", action="store_true")
+    a = ap.parse_args(argv)
+    try:
+        with open(a.model_spec_json, encoding="utf-8") as fh:
+            spec = json.load(fh)
+        raw_args = json.loads(a.workflow_args_json or "{}")
+        if not isinstance(raw_args, dict):
+            raise BenchArgError("--workflow-args-json must be a JSON object")
+        bench = parse_workflow_args(raw_args)
+        points = build_points(spec, bench)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"ERROR: {exc}", file=sys.stderr, flush=True)
+        return 2
+    if not points:
+        print("ERROR: no benchmark points left after filtering (check max_context / points=)", file=sys.stderr)
+        return 2
+    vllm_python = None
+    if "vllm" in bench.tools:
+        from benchmarking.vllm_tool import default_python
+        vllm_python = bench.vllm_python or default_python()
+        if not vllm_python or not os.path.exists(vllm_python):
+            print("ERROR: tools=vllm needs a python with vllm installed: pass vllm_python=PATH or set "
+                  "TT_VLLM_BENCH_PYTHON", file=sys.stderr)
+            return 2
+    if bench.dataset == "jsonl" and not os.path.isfile(bench.dataset_path):
+        print(f"ERROR: dataset file not found: {bench.dataset_path}", file=sys.stderr)
+        return 2
+
+    ctx = Context(a.run_dir, spec, bench, a.server_url, a.disable_trace_capture)
+    os.makedirs(ctx.out_dir, exist_ok=True)
+    from benchmarking.prompts import load_tokenizer
+    try:
+        ctx.tokenizer, ctx.tokenizer_note = load_tokenizer(ctx.tokenizer_dir, ctx.base_url, ctx.model, ctx.api_key)
+    except Exception as exc:  # noqa: BLE001 - bad tokenizer dir is bad input
+        print(f"ERROR: cannot load tokenizer from TT_TOKENIZER_DIR={ctx.tokenizer_dir}: {exc}", file=sys.stderr)
+        return 2
+    if ctx.tokenizer_note:
+        _log(f"NOTE: {ctx.tokenizer_note}; prompts are whitespace words and lengths are unverified")
+    point_default, sweep_default = DEFAULT_BUDGETS[bench.mode]
+    sweep_budget = bench.budget_s or sweep_default
+    sweep_deadline = time.monotonic() + sweep_budget if sweep_budget else None
+    _log(f"model {ctx.model} at {ctx.base_url}; mode {bench.mode}; {len(points)} point(s); "
+         f"tokenizer {getattr(ctx.tokenizer, 'source', 'none')}")
+    for p in points:
+        _log(f"  point isl={p.isl} osl={p.osl} con={p.max_concurrency} n={p.num_prompts} ({p.source})")
+
+    todo = [p for p in points if load_finished(os.path.join(ctx.out_dir, p.stem + ".json"), p, "tt-bench") is None]
+    if not ctx.disable_warmup and todo:
+        warm_up(ctx, sorted({(p.isl, p.osl) for p in todo}))
+
+    records, outputs, failed_points, skipped = [], [], [], []
+    for p in points:
+        for tool in bench.tools:
+            suffix = ".json" if tool == "tt" else ".vllm-bench.json"
+            path = os.path.join(ctx.out_dir, p.stem + suffix)
+            done = load_finished(path, p, "tt-bench" if tool == "tt" else "vllm-bench")
+            if done is not None:
+                _log(f"{p.stem} ({tool}): already finished, skipping (resume)")
+                rec = done
+            else:
+                remaining = sweep_deadline - time.monotonic() if sweep_deadline else None
+                if remaining is not None and remaining <= 0:
+                    _log(f"{p.stem} ({tool}): sweep budget {sweep_budget:.0f} s exhausted, not run")
+                    skipped.append(p.stem)
+                    continue
+                budget = min(x for x in (bench.point_budget_s or point_default, remaining) if x is not None)
+                _log(f"{p.stem} ({tool}): running (budget {budget:.0f} s)")
+                rec = run_tt_point(ctx, p, budget) if tool == "tt" else run_vllm_point(ctx, p, vllm_python, budget)
+                if rec is None:
+                    failed_points.append(f"{p.stem} ({tool})")
+                    continue
+            m = rec["metrics"]
+            _log(f"{p.stem} ({tool}): completed {m['completed']} failed {m['failed']} "
+                 f"ttft {_fmt(m.get('mean_ttft_ms'))} ms tpot {_fmt(m.get('mean_tpot_ms'))} ms "
+                 f"t/s/u {_fmt(m.get('tput_user'), 2)} failures {m.get('failures_by_class') or {}}")
+            records.append(rec)
+            outputs.append(ctx.rel(path))
+            if rec.get("requests_file"):
+                outputs.append(rec["requests_file"])
+            if (rec.get("server_metrics") or {}).get("file"):
+                outputs.append(rec["server_metrics"]["file"])
+            if m["completed"] == 0:
+                failed_points.append(f"{p.stem} ({tool})")
+    _atomic_write(os.path.join(ctx.out_dir, "outputs.json"),
+                  json.dumps({"outputs": outputs, "failed_points": failed_points, "skipped_points": skipped}, indent=1))
+    print_table(records)
+    if failed_points:
+        _log(f"FAILED points (no request completed or tool error): {', '.join(failed_points)}")
+    if skipped:
+        _log(f"NOT RUN (sweep budget): {', '.join(skipped)}")
+    return 1 if failed_points or skipped else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""run.py's argument parsing, validation errors (exact messages) and spec resolution."""
+
+from __future__ import annotations
+
+import pytest
+
+from workflows.catalog import load_catalog
+from workflows.cli import UsageError, parse_args, resolve_spec
+
+CATALOG = load_catalog()
+
+
+def parse(*argv: str):
+    return parse_args(list(argv), CATALOG)
+
+
+def error_of(*argv: str) -> str:
+    with pytest.raises(UsageError) as info:
+        args = parse(*argv)
+        resolve_spec(args, CATALOG)
+    return str(info.value)
+
+
+def test_defaults() -> None:
+    args = parse("--model", "SmolLM2-135M-Instruct", "--workflow", "benchmarks", "--device", "cpu")
+    assert args.service_port == 8000
+    assert not args.local_server and not args.docker_server and args.server_url is None
+    assert args.device_ids is None and args.workflow_args_map == {}
+    assert args.override_tt_config_obj is None and args.vllm_override_args_obj is None
+
+
+def test_service_port_from_env(monkeypatch) -> None:
+    monkeypatch.setenv("SERVICE_PORT", "8123")
+    from workflows.cli import build_parser
+
+    assert build_parser().parse_args([]).service_port == "8123"
+
+
+def test_model_typo_suggests() -> None:
+    assert error_of("--model", "SmolLM2-135M-Instruc", "--workflow", "benchmarks", "--device", "cpu") == \
+        "unknown --model 'SmolLM2-135M-Instruc'; did you mean 'SmolLM2-135M-Instruct'?"
+
+
+def test_workflow_and_device_typos() -> None:
+    assert error_of("--model", "SmolLM2-135M-Instruct", "--workflow", "benchmark", "--device", "cpu") == \
+        "unknown --workflow 'benchmark'; did you mean 'benchmarks'?"
+    assert error_of("--model", "SmolLM2-135M-Instruct", "--workflow", "evals", "--device", "n15") == \
+        "unknown --device 'n15'; did you mean 'n150'?"
+
+
+def test_unsupported_device_names_supported_ones() -> None:
+    assert error_of("--model", "SmolLM2-135M-Instruct", "--workflow", "evals", "--device", "n150") == \
+        "model 'SmolLM2-135M-Instruct' does not support device 'n150'; supported devices: cpu"
+    message = error_of("--model", "Llama-3.1-8B-Instruct", "--workflow", "evals", "--device", "p100x")
+    assert message.startswith("unknown --device 'p100x'")
+
+
+def test_no_default_impl_names_impls() -> None:
+    # Llama-3.1-70B-Instruct on t3k has two impls; only tt-transformers is default. Pretend neither is.
+    spec = CATALOG.specs["id_tt-transformers_Llama-3.1-70B-Instruct_t3k"]
+    spec.device_model_spec.default_impl = False
+    try:
+        assert error_of("--model", "Llama-3.1-70B-Instruct", "--workflow", "benchmarks", "--device", "t3k") == \
+            "model 'Llama-3.1-70B-Instruct' has no default impl on 't3k'; pass --impl with one of: llama2-70b, tt-transformers"
+    finally:
+        spec.device_model_spec.default_impl = True
+
+
+def test_explicit_impl_must_exist_on_device() -> None:
+    assert error_of("--model", "Llama-3.1-8B-Instruct", "--workflow", "benchmarks", "--device", "n150",
+                    "--impl", "llama2-70b") == \
+        "model 'Llama-3.1-8B-Instruct' has no impl 'llama2-70b' on 'n150'; impls: tt-transformers"
+
+
+def test_server_flag_rules() -> None:
+    base = ("--model", "SmolLM2-135M-Instruct", "--device", "cpu")
+    assert error_of(*base, "--workflow", "benchmarks", "--local-server", "--docker-server") == \
+        "--local-server and --docker-server cannot be used together; pick one"
+    assert error_of(*base, "--workflow", "server") == \
+        "--workflow server starts a server: add --local-server or --docker-server"
+    assert "cannot be combined" in error_of(*base, "--workflow", "evals", "--local-server",
+                                            "--server-url", "http://x:1")
+
+
+def test_invalid_json_names_position() -> None:
+    base = ("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "benchmarks")
+    assert error_of(*base, "--vllm-override-args", '{"max_num_seqs": 4,}') == \
+        "--vllm-override-args is not valid JSON: Expecting property name enclosed in double quotes (line 1, column 20, char 19)"
+    assert error_of(*base, "--override-tt-config", "[1]") == "--override-tt-config must be a JSON object, got list"
+
+
+@pytest.mark.parametrize("value", ["a", "0,,1", "-1", "1.5", "0,0"])
+def test_bad_device_id(value: str) -> None:
+    message = error_of("--model", "Llama-3.1-8B-Instruct", "--device", "t3k", "--workflow", "benchmarks",
+                       "--device-id", value)
+    assert message.startswith(f"invalid --device-id {value!r}")
+
+
+def test_good_device_ids() -> None:
+    args = parse("--model", "Llama-3.1-8B-Instruct", "--device", "t3k", "--workflow", "benchmarks", "--device-id", "0,1,3")
+    assert args.device_ids == [0, 1, 3]
+
+
+def test_unknown_workflow_args_keys() -> None:
+    message = error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "benchmarks",
+                       "--workflow-args", "mode=smoke colour=blue")
+    assert message.startswith("unknown --workflow-args key(s) for benchmarks: colour; valid keys: ")
+    assert "mode" in message
+    assert error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "evals",
+                    "--workflow-args", "mode=huge") == "--workflow-args mode='huge' is not one of: smoke, ci, full"
+    assert error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "evals",
+                    "--workflow-args", "novalue") == "--workflow-args entry 'novalue' is not key=value"
+
+
+def test_later_issue_workflows_are_refused_clearly() -> None:
+    message = error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "tests")
+    assert message.startswith("--workflow tests is not available yet")
+
+
+def test_resolution_infers_default_impl_and_applies_overrides() -> None:
+    args = parse("--model", "Llama-3.1-8B-Instruct", "--device", "n150", "--workflow", "benchmarks",
+                 "--vllm-override-args", '{"max_num_seqs": "16"}', "--override-tt-config", '{"trace_region_size": 1}',
+                 "--service-port", "8111", "--dev-mode")
+    spec = resolve_spec(args, CATALOG)
+    assert spec.model_id == "id_tt-transformers_Llama-3.1-8B-Instruct_n150"
+    assert spec.device_model_spec.vllm_args["max_num_seqs"] == "16"
+    assert spec.device_model_spec.vllm_args["override_tt_config"] == '{"trace_region_size": 1}'
+    assert spec.device_model_spec.vllm_args["port"] == "8111"
+    assert "-dev-" in spec.docker_image and "-release-" not in spec.docker_image
+    assert spec.cli_args["model"] == "Llama-3.1-8B-Instruct"
+    # the catalog itself is untouched by runtime overrides
+    assert CATALOG.specs[spec.model_id].device_model_spec.vllm_args["max_num_seqs"] == "32"
+
+
+def test_model_spec_json_replay(tmp_path) -> None:
+    args = parse("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "benchmarks")
+    spec = resolve_spec(args, CATALOG)
+    path = spec.write(tmp_path / "spec.json")
+    replay = parse("--model-spec-json", str(path), "--workflow", "benchmarks")
+    assert resolve_spec(replay, CATALOG).model_id == spec.model_id
+    (tmp_path / "bad.json").write_text('{"model_id": 1}')
+    assert "is not a valid model spec" in error_of("--model-spec-json", str(tmp_path / "bad.json"), "--workflow", "benchmarks")

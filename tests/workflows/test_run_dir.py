@@ -1,0 +1,47 @@
+"""The run directory and manifest contract."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from workflows.run_dir import Manifest, RunDirectory, collect_outputs, make_run_id
+
+
+def test_run_id_format() -> None:
+    run_id = make_run_id("id_vllm-cpu_SmolLM2-135M-Instruct_cpu", "release")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_id_vllm-cpu_SmolLM2-135M-Instruct_cpu_release", run_id)
+
+
+def test_manifest_steps_and_redaction(tmp_path) -> None:
+    manifest = Manifest(run_id="r1", model_id="m", workflow="benchmarks")
+    run_dir = RunDirectory(tmp_path / "run", manifest, redact=lambda t: t.replace("s3cret-value", "***"))
+    step = run_dir.start_step("benchmarks")
+    (run_dir.path / "benchmarks").mkdir()
+    (run_dir.path / "benchmarks" / "point.json").write_text("{}")
+    (run_dir.path / "benchmarks" / "outputs.json").write_text(
+        json.dumps({"outputs": ["benchmarks/point.json", "benchmarks/missing.json"]}))
+    run_dir.end_step(step, "passed", "ok", collect_outputs(run_dir.path, "benchmarks"))
+    run_dir.record_step("tests", "skipped", "later issue")
+    run_dir.log("token s3cret-value \x1b[31mred\x1b[0m")
+    run_dir.finish("passed")
+    run_dir.close()
+    data = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert {k: data[k] for k in ("run_id", "model_id", "workflow", "status")} == \
+        {"run_id": "r1", "model_id": "m", "workflow": "benchmarks", "status": "passed"}
+    bench, tests = data["steps"]
+    assert bench["name"] == "benchmarks" and bench["status"] == "passed"
+    assert bench["outputs"] == ["benchmarks/point.json"] and bench["started"] and bench["ended"]
+    assert tests == {**tests, "name": "tests", "status": "skipped", "outputs": []}
+    log = (tmp_path / "run" / "run.log").read_text()
+    assert "s3cret-value" not in log and "token *** red" in log
+    assert Manifest.read(tmp_path / "run" / "manifest.json").step("benchmarks").outputs == ["benchmarks/point.json"]
+
+
+def test_interrupted_step_is_marked_failed(tmp_path) -> None:
+    run_dir = RunDirectory(tmp_path, Manifest(run_id="r", model_id="m", workflow="evals"))
+    run_dir.start_step("evals")
+    run_dir.finish("interrupted")
+    data = json.loads((tmp_path / "manifest.json").read_text())
+    assert data["status"] == "interrupted"
+    assert data["steps"][0]["status"] == "failed" and data["steps"][0]["detail"] == "interrupted"
