@@ -98,6 +98,9 @@ class StubState:
         self.prompt_tokens = 0
         self.generation_tokens = 0
         self.lateness: list[float] = []
+        # request id -> [receipt time, write time of each chunk], CLOCK_MONOTONIC (same clock as the
+        # client's perf_counter on Linux): lets a certification separate client error from stub lateness
+        self.writes: dict[str, list[float]] = {}
 
     def pick_fault(self, number: int) -> str | None:
         for mode, every in self.cfg.faults:
@@ -139,6 +142,7 @@ class StubProtocol(asyncio.Protocol):
         self.busy = False
         self.closed = False
         self.timers: list[asyncio.TimerHandle] = []
+        self.rid = ""
 
     def connection_made(self, transport):
         self.transport = transport
@@ -198,9 +202,12 @@ class StubProtocol(asyncio.Protocol):
                     f"stub_prompt_tokens_total {st.prompt_tokens}\n"
                     f"stub_generation_tokens_total {st.generation_tokens}\n")
             return self._simple(200, text.encode(), "text/plain; version=0.0.4")
+        if path == "/stub/writes":
+            return self._simple(200, json.dumps(st.writes).encode())
         if path == "/stub/stats":
             if method == "POST":
                 st.lateness.clear()
+                st.writes.clear()
             return self._simple(200, json.dumps(st.stats()).encode())
         if method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
             try:
@@ -251,6 +258,8 @@ class StubProtocol(asyncio.Protocol):
             self.transport.write(head + b"".join(chunks) + tail)
             return self._done()
         self.transport.write(head)
+        self.rid = rid
+        st.writes[rid] = [t_recv]
         self._schedule(chunks, tail, t_recv, ttft, itl, fault, 0)
 
     def _schedule(self, chunks, tail, t0, ttft, itl, fault, k) -> None:
@@ -269,6 +278,9 @@ class StubProtocol(asyncio.Protocol):
             return
         last = k == len(chunks) - 1
         self.transport.write(chunks[k] + (tail if last else b""))
+        rec = self.state.writes.get(self.rid)
+        if rec is not None:
+            rec.append(time.perf_counter())
         if fault == "stall" and k == 0:
             self.timers = [self.loop.call_later(self.state.cfg.stall_s, self.transport.abort)]
             return

@@ -106,14 +106,18 @@ def preflight(server_url: str, model: str, bearer: str | None, use_chat: bool) -
         return f"server not answering at {url}: {e}"
 
 
-_DATASET_RE = re.compile(r"Couldn't reach '([^']+)'|Couldn't find (?:a dataset script|any data file)[^']*'([^']+)'")
+# Matched on the final exception line only: the traceback also shows the raising source line.
+_DATASET_RE = re.compile(
+    r"^\w*(?:Error|Exception): (?:Couldn't reach '([^']+)'|Couldn't find [^']*'([^']+)')", re.M
+)
 _EXC_RE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Refused|Exit)\w*): (.+)$")
 
 
 def one_line_error(task: EvalTask, log_text: str, rc: int, offline: bool) -> str:
     """Boil a failed lm-eval run down to one line, naming the dataset when that is the cause."""
-    m = _DATASET_RE.search(log_text)
-    if m:
+    found = list(_DATASET_RE.finditer(log_text))
+    if found:
+        m = found[-1]
         name = m.group(1) or m.group(2)
         how = " (HF hub offline: HF_DATASETS_OFFLINE=1)" if offline else ""
         return f"dataset {name} cannot be reached{how}; task {task.task_name} not run"

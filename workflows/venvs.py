@@ -166,17 +166,21 @@ def _python_version(python: Path) -> str:
 
 
 def find_uv(log: Log = _stderr_log) -> Path:
-    """uv from PATH / $UV, else installed once into a private bootstrap venv with pip."""
+    """uv from ``$UV``, else our bootstrap copy if present, else PATH, else install the bootstrap.
+
+    The bootstrap copy wins over PATH once it exists: the uv version is part of every venv's
+    fingerprint, and two uv binaries taking turns would rebuild venvs back and forth.
+    """
     explicit = os.environ.get("UV")
     if explicit and Path(explicit).exists():
         return Path(explicit)
-    on_path = shutil.which("uv")
-    if on_path:
-        return Path(on_path)
     boot = venvs_root() / ".bootstrap-uv"
     uv = boot / "bin" / "uv"
     if uv.exists():
         return uv
+    on_path = shutil.which("uv")
+    if on_path:
+        return Path(on_path)
     log(f"uv not found on PATH; installing uv=={UV_VERSION} into {boot}")
     venvs_root().mkdir(parents=True, exist_ok=True)
     with _lock("bootstrap-uv"):

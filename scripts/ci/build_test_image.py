@@ -13,6 +13,8 @@ the host (``runtime_mounts``):
 
 Its CMD is ``<engine venv>/bin/python -u <launcher>``, exactly what the real image runs.
 Usage: build_test_image.py IMAGE_TAG ENGINE_VENV_DIR   (DOCKER_HOST must point at the engine)
+Prints ``export TT_DOCKER_EXTRA_MOUNTS=...``: eval it before ``run.py --docker-server`` so the
+backend adds the runtime mounts (the CLI needs no other test hook).
 """
 
 from __future__ import annotations
@@ -105,7 +107,12 @@ def main() -> int:
         return 2
     import docker
 
-    print(build_image(docker.from_env(), sys.argv[1], Path(sys.argv[2])))
+    venv = Path(sys.argv[2])
+    image_id = build_image(docker.from_env(), sys.argv[1], venv)
+    print(f"built {sys.argv[1]} ({image_id[:19]})", file=sys.stderr)
+    # For run.py --docker-server with this image: the runtime it needs, as read-only mounts.
+    mounts = ",".join(f"{src}:{dst}:ro" for src, dst, _ in runtime_mounts(venv))
+    print(f"export TT_DOCKER_EXTRA_MOUNTS={mounts}")
     return 0
 
 

@@ -46,8 +46,10 @@ def _section(console: Console, title: str, section: Section, reason: str | None)
 
 def print_summary(record: ReportRecord, file: TextIO | None = None, width: int = 160) -> None:
     out = file or sys.stdout
-    console = Console(file=out, width=width, highlight=False, soft_wrap=False,
-                      force_terminal=out.isatty() if hasattr(out, "isatty") else False)
+    tty = bool(getattr(out, "isatty", lambda: False)())
+    # A terminal gets its own width; a pipe (run.log) a fixed one so logs are reproducible.
+    console = Console(file=out, width=None if tty else width, highlight=False,
+                      soft_wrap=False, force_terminal=tty)
     reasons = {s.section: s.reason for s in record.sections_not_run}
     console.print(_table("Metadata", ["Field", "Value"],
                          [[k, str(val)] for k, val in views.metadata_rows(record)

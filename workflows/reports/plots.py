@@ -13,7 +13,7 @@ from workflows.reports.schema import BenchmarkRow, Distribution, EvalRow
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
            "#e377c2"]
-W, H = 640, 360
+W, H = 560, 340
 ML, MR, MT, MB = 70, 20, 36, 50  # margins: left, right, top, bottom
 
 

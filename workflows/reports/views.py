@@ -53,23 +53,13 @@ def _tier(row: TargetRow, tier: str):
     return next((t for t in row.tiers if t.tier == tier), None)
 
 
-def target_columns(record: ReportRecord) -> list[Column]:
-    cols: list[Column] = [
-        ("Point", lambda r: r.key),
-        ("Ran", lambda r: "yes" if r.ran else "NO"),
-        ("TTFT (ms)", lambda r: num(r.measured_ttft_ms)),
-        ("t/s/u", lambda r: num(r.measured_tput_user, 2)),
-        ("Decode (t/s)", lambda r: num(r.measured_tput)),
-    ]
-    for tier in tiers_present(record):
-        cols.append((f"{tier.title()} result", lambda r, t=tier: tier_result(r, _tier(r, t))))
-        cols.append((f"{tier.title()} TTFT target / ratio",
-                     lambda r, t=tier: _pair(_tier(r, t), "ttft_ms", "ttft_ratio", 1)))
-        cols.append((f"{tier.title()} t/s/u target / ratio",
-                     lambda r, t=tier: _pair(_tier(r, t), "tput_user", "tput_user_ratio", 2)))
-        cols.append((f"{tier.title()} decode target / ratio",
-                     lambda r, t=tier: _pair(_tier(r, t), "tput", "tput_ratio", 1)))
-    return cols
+TARGET_BASE_COLUMNS: list[Column] = [
+    ("Point", lambda r: r.key),
+    ("Ran", lambda r: "yes" if r.ran else "NO"),
+    ("TTFT (ms)", lambda r: num(r.measured_ttft_ms)),
+    ("t/s/u", lambda r: num(r.measured_tput_user, 2)),
+    ("Decode (t/s)", lambda r: num(r.measured_tput)),
+]
 
 
 def _triple(measured: float | None, target: float | None, r: float | None, digits: int) -> str:
@@ -100,7 +90,7 @@ def tier_rows(record: ReportRecord) -> list[tuple[TargetRow, Any]]:
 
 def compact_target_columns(record: ReportRecord) -> list[Column]:
     """Narrow variant for the console: one cell per tier, "RESULT r=ttft/tput_user/tput"."""
-    cols = target_columns(record)[:5]
+    cols = list(TARGET_BASE_COLUMNS)
     for tier in tiers_present(record):
         cols.append((f"{tier.title()} (ratios ttft/tpu/tput)",
                      lambda r, t=tier: _compact(r, _tier(r, t))))
@@ -119,12 +109,6 @@ def tier_result(row: TargetRow, t) -> str:
         return "n/a"
     label = check(t.passed) if row.ran else "NOT RUN"
     return f"{label}{' (req)' if t.required else ''}"
-
-
-def _pair(t, target_attr: str, ratio_attr: str, digits: int) -> str:
-    if t is None or getattr(t, target_attr) is None:
-        return "n/a"
-    return f"{num(getattr(t, target_attr), digits)} / {ratio(getattr(t, ratio_attr))}"
 
 
 EVAL_COLUMNS: list[Column] = [

@@ -141,7 +141,8 @@ def plan_docker_run(launch: ServerLaunch) -> DockerRunPlan:
         image=image, name=container_name(launch), env=env, secret_env=secret_env,
         env_file=launch.run_dir / ENV_FILE_NAME, bind_host=launch.bind_host, host_port=launch.service_port,
         container_port=launch.service_port, mounts=mounts,
-        shm_size=str(launch.shm_size or spec.get("shm_size") or options.get("shm_size") or "16G"),
+        shm_size=str(launch.shm_size or spec.get("shm_size") or options.get("shm_size")
+                     or ("4g" if device == "cpu" else "16G")),
         devices=devices, gpus=(device == "gpu"), ulimits=ulimits, privileged=bool(options.get("privileged")),
         cap_add=list(options.get("cap_add") or []), command=options.get("command"),
         labels={LABEL: "1", f"{LABEL}.run-dir": str(launch.run_dir), f"{LABEL}.model": model},
@@ -275,6 +276,11 @@ class DockerServerHandle(ServerHandle):
         if state.get("Status") in ("created", "running", "restarting"):
             return None
         return state.get("ExitCode")
+
+    def log_tail(self, n: int = 40) -> str:
+        if self._log_thread.is_alive() and not self.is_alive():
+            self._log_thread.join(timeout=3)  # let the last lines of a dead container reach server.log
+        return super().log_tail(n)
 
     def stop(self, timeout: float = 15) -> None:
         """docker stop (SIGTERM to the init, SIGKILL after ``timeout``), then remove. Idempotent."""

