@@ -97,6 +97,7 @@ def client_sequence(workflow: WorkflowType) -> list[WorkflowType]:
 
 
 def needs_server(workflow: WorkflowType) -> bool:
+    """Every workflow but a reports rebuild talks to a server (started here or external)."""
     return workflow is not WorkflowType.REPORTS
 
 
@@ -127,14 +128,21 @@ def step(ctx: RunContext, name: str, fn: Callable[[], str | None], *, spinner: s
 
 
 def prepare_host(ctx: RunContext) -> str:
-    from workflows.host_setup import HostSetupError, prepare_host as _prepare
+    """Weights, disk and RAM for a server we start; for an external server only a local tokenizer."""
+    from workflows.host_setup import HostSetup, HostSetupError, cache_root, find_hf_snapshot, prepare_host as _prepare
 
+    if ctx.server_mode == "external":
+        # The server has the weights: never convert or download here, just reuse what is on disk.
+        spec = ctx.spec
+        candidates = [cache_root() / "models" / spec.model_name, find_hf_snapshot(spec.hf_model_repo, os.environ)]
+        for path in candidates:
+            if path is not None and (path / "tokenizer.json").exists():
+                ctx.host = HostSetup(path, path, "local tokenizer")
+                return f"tokenizer from {path}"
+        return "no local tokenizer; clients use the server's"
     try:
-        ctx.host = _prepare(ctx.spec.to_dict(), allow_download=ctx.server_mode != "external")
+        ctx.host = _prepare(ctx.spec.to_dict(), allow_download=True)
     except HostSetupError as exc:
-        if ctx.server_mode == "external":  # only the tokenizer was wanted; the server has the weights
-            ctx.host = None
-            return f"no local weights ({exc}); clients use the server's tokenizer"
         raise StepFailed(str(exc)) from None
     return f"weights from {ctx.host.source}: {ctx.host.weights_dir}"
 
