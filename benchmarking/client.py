@@ -7,7 +7,7 @@ resumes, after every other stream's work in the same loop turn. This client is a
 protocol on asyncio (uvloop when installed): the send time is taken right before the request bytes
 are written, and each read is stamped first thing in ``data_received``; nothing else happens per
 chunk except de-chunking. Parsing is deferred to ``sse.finish_record`` after the response ended.
-An aiohttp transport (``AiohttpTransport``) with the same record semantics is kept for
+An aiohttp transport (``aiohttp_transport.AiohttpTransport``, same record semantics) is kept for
 cross-checks and for servers that need what only a full client does (proxies, redirects).
 
 Timeouts (total per request, and silence between reads) are enforced by one watchdog per

@@ -40,7 +40,7 @@ def _free_port() -> int:
 
 
 def _env() -> dict:
-    return dict(os.environ, PYTHONPATH=REPO, HF_HUB_OFFLINE="1")
+    return dict(os.environ, PYTHONPATH=REPO, HF_HUB_OFFLINE="1", **vllm_tool.client_env())
 
 
 class Stub:

@@ -83,8 +83,12 @@ async def _run_batch(transport, items: list[WorkItem], offsets: list[float], con
 
 async def run_point_async(cfg: ClientConfig, items: list[WorkItem], offsets: list[float], concurrency: int,
                           warmup_items: list[WorkItem] | None = None, budget_s: float | None = None,
-                          id_prefix: str = "tt") -> PointRun:
-    transport = RawTransport(cfg)
+                          id_prefix: str = "tt", transport_kind: str = "raw") -> PointRun:
+    if transport_kind == "aiohttp":
+        from benchmarking.aiohttp_transport import AiohttpTransport
+        transport = AiohttpTransport(cfg)
+    else:
+        transport = RawTransport(cfg)
     run = PointRun()
     deadline = time.perf_counter() + budget_s if budget_s else None
     try:
@@ -106,11 +110,11 @@ async def run_point_async(cfg: ClientConfig, items: list[WorkItem], offsets: lis
 
 def run_point(cfg: ClientConfig, items: list[WorkItem], offsets: list[float], concurrency: int,
               warmup_items: list[WorkItem] | None = None, budget_s: float | None = None,
-              id_prefix: str = "tt") -> PointRun:
+              id_prefix: str = "tt", transport_kind: str = "raw") -> PointRun:
     """Blocking wrapper: a fresh (uv)loop per point so nothing leaks between points."""
     loop = new_event_loop()
     try:
         return loop.run_until_complete(run_point_async(cfg, items, offsets, concurrency, warmup_items,
-                                                       budget_s, id_prefix))
+                                                       budget_s, id_prefix, transport_kind))
     finally:
         loop.close()

@@ -4,7 +4,8 @@ A point is (isl, osl, max_concurrency, num_prompts). The sweep follows the refer
 rules (tt-inference-server §4.2): the spec's perf_reference points (they carry targets), then
 common ISL/OSL pairs at concurrency 1 and at the spec's max_concurrency, minus points already in
 perf_reference, minus points that do not fit the context (isl + osl > max_context). ``mode`` trims
-it: smoke = two tiny points, ci = perf_reference plus the first pair of each sweep, full = all.
+it: smoke = the perf_reference points (or two tiny points when the spec has none), ci =
+perf_reference plus the first pair of each sweep, full = all.
 """
 from __future__ import annotations
 
@@ -88,6 +89,10 @@ def build_points(spec: dict, args: BenchArgs) -> list[Point]:
             ref = ref_by_key.get((isl, osl, con))
             candidates.append(Point(isl, osl, con, n or (ref.num_prompts if ref else num_prompts_for(isl, osl, con)),
                                     "perf_reference" if ref else "custom", dict(ref.targets) if ref else {}))
+    elif args.mode == "smoke" and reference:
+        # The perf_reference points carry the targets the verdict needs; catalogs keep them small
+        # where smoke runs (CPU), so smoke measures exactly those.
+        candidates.extend(reference)
     elif args.mode == "smoke" and not args.only_targets:
         for isl, osl, con, n in SMOKE_POINTS:
             con = min(con, max_con)

@@ -56,9 +56,16 @@ def run(cmd: list[str], api_key: str | None, timeout: float | None = None, cpu: 
     if api_key:
         env["OPENAI_API_KEY"] = api_key
     env.setdefault("HF_HUB_OFFLINE", "1")
+    env.update(client_env())
     pre = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
     return subprocess.run(cmd, env=env, timeout=timeout, preexec_fn=pre, text=True,
                           stdout=log or subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def client_env() -> dict:
+    """The benchmark client needs no accelerator kernels; some CPU builds crash (SIGILL) importing the
+    generic platform's kernels, so pin the client process to the CPU platform unless told otherwise."""
+    return {"VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu")}
 
 
 def to_point_metrics(raw: dict, isl: int, concurrency: int, num_prompts: int) -> dict:

@@ -16,8 +16,8 @@ Conventions that keep the rest of the evals code simple:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 MODES = ("smoke", "ci", "full")
 DEFAULT_MODE = "ci"

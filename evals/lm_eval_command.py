@@ -52,8 +52,7 @@ def api_root(server_url: str) -> str:
     """``http://host:port`` from whatever the orchestrator passed (with or without ``/v1``)."""
     root = server_url.strip().rstrip("/")
     for suffix in ("/v1/chat/completions", "/v1/completions", "/v1"):
-        if root.endswith(suffix):
-            root = root[: -len(suffix)]
+        root = root.removesuffix(suffix)
     return root
 
 
@@ -115,9 +114,7 @@ def choose_tokenizer(
     if tokenizer_dir and Path(tokenizer_dir).is_dir() and have_transformers:
         return TokenizerChoice("huggingface", f"local tokenizer dir {tokenizer_dir}", path=tokenizer_dir)
     if task.needs_loglikelihood:
-        why = [
-            "the server has no /tokenizer_info + /tokenize (start vLLM with --enable-tokenizer-info-endpoint)"
-        ]
+        why = ["the server has no /tokenizer_info + /tokenize (start vLLM with --enable-tokenizer-info-endpoint)"]
         if not tokenizer_dir:
             why.append("TT_TOKENIZER_DIR is empty")
         elif not Path(tokenizer_dir).is_dir():

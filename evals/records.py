@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from evals.eval_spec import ScoreSpec
 
@@ -51,7 +52,7 @@ class EvalRecord:
         return {"schema": d.pop("schema"), **d}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "EvalRecord":
+    def from_dict(cls, data: Mapping[str, Any]) -> EvalRecord:
         if data.get("schema") != SCHEMA:
             raise ValueError(f"not a {SCHEMA} record: schema={data.get('schema')!r}")
         names = {f.name for f in fields(cls)}
@@ -64,7 +65,7 @@ class EvalRecord:
         tmp.replace(path)  # atomic: a crash never leaves a half-written record behind
 
     @classmethod
-    def read(cls, path: Path) -> "EvalRecord":
+    def read(cls, path: Path) -> EvalRecord:
         return cls.from_dict(json.loads(path.read_text()))
 
     @property

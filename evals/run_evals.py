@@ -32,15 +32,16 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `evals.*` importable from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evals.eval_config import EVAL_CONFIGS, parse_workflow_args  # noqa: E402
-from evals.eval_spec import EvalConfig, EvalTask, engine_supports_loglikelihood  # noqa: E402
-from evals.lm_eval_command import (  # noqa: E402
+from evals.eval_config import EVAL_CONFIGS, parse_workflow_args
+from evals.eval_spec import EvalConfig, EvalTask, engine_supports_loglikelihood
+from evals.lm_eval_command import (
+    REDACTED,
     Refusal,
     api_root,
     build_command,
     choose_tokenizer,
 )
-from evals.records import (  # noqa: E402
+from evals.records import (
     STATUS_ERROR,
     STATUS_FAILED,
     STATUS_PASSED,
@@ -108,7 +109,7 @@ def preflight(server_url: str, model: str, bearer: str | None, use_chat: bool) -
 
 # Matched on the final exception line only: the traceback also shows the raising source line.
 _DATASET_RE = re.compile(
-    r"^\w*(?:Error|Exception): (?:Couldn't reach '([^']+)'|Couldn't find [^']*'([^']+)')", re.M
+    r"^\w*(?:Error|Exception): (?:Couldn't reach '([^']+)'|Couldn't find [^']*'([^']+)')", re.MULTILINE
 )
 _EXC_RE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Refused|Exit)\w*): (.+)$")
 
@@ -133,9 +134,30 @@ def _is_progress(line: str) -> bool:
     return "it/s]" in line or "s/it]" in line or "%|" in line
 
 
-def run_logged(argv: list[str], cwd: Path, env: dict[str, str], log_path: Path) -> tuple[int, str]:
-    """Run lm-eval, keeping its whole output in ``log_path`` and echoing the non-progress lines."""
+def scrub_secret(directory: Path, secret: str | None) -> None:
+    """Replace a secret lm-eval echoed into its output files (it records its model_args verbatim)."""
+    if not secret:
+        return
+    for path in directory.rglob("*.json*"):
+        text = path.read_text(errors="replace")
+        if secret in text:
+            path.write_text(text.replace(secret, REDACTED))
+
+
+def run_logged(
+    argv: list[str], cwd: Path, env: dict[str, str], log_path: Path, secret: str | None = None
+) -> tuple[int, str]:
+    """Run lm-eval, keeping its whole output in ``log_path`` and echoing the non-progress lines.
+
+    A log left by an earlier attempt is kept as ``<name>.<n>.log``: it may be the only account of
+    why that attempt died.
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    if log_path.exists():
+        n = 1
+        while log_path.with_suffix(f".{n}.log").exists():
+            n += 1
+        log_path.rename(log_path.with_suffix(f".{n}.log"))
     with log_path.open("w") as fh:
         proc = subprocess.Popen(
             argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
@@ -143,6 +165,8 @@ def run_logged(argv: list[str], cwd: Path, env: dict[str, str], log_path: Path) 
         assert proc.stdout is not None
         for raw in proc.stdout:
             line = raw.rstrip("\n").split("\r")[-1]
+            if secret:
+                line = line.replace(secret, REDACTED)
             fh.write(line + "\n")
             fh.flush()
             if line.strip() and not _is_progress(line):
@@ -200,7 +224,7 @@ class TaskRunner:
         return EvalRecord(
             model_id=self.model_id,
             task=task.task_name,
-            metric=",".join(s.metric_keys) if s else "",
+            metric=(s.metric_keys[0] if s.score_func == "single" else f"mean({'; '.join(s.metric_keys)})") if s else "",
             mode=self.mode,
             lm_eval_command=command,
             published_score=s.published_score if s else None,
@@ -249,7 +273,8 @@ class TaskRunner:
         log(f"{task.task_name}: tokenizer={tok.backend} ({tok.reason}); limit={limit}")
         log(f"{task.task_name}: lm-eval command: {inv.display}")
         started = time.time()
-        rc, text = run_logged(inv.argv, inv.cwd, child_env(task, offline), task_dir / "lm_eval.log")
+        rc, text = run_logged(inv.argv, inv.cwd, child_env(task, offline), task_dir / "lm_eval.log", tok.auth_token)
+        scrub_secret(out_dir, tok.auth_token)
         log(f"{task.task_name}: lm-eval exited {rc} after {time.time() - started:.0f} s")
         if rc != 0:
             rec.error = one_line_error(task, text, rc, offline)
@@ -307,8 +332,16 @@ def result_table(records: list[EvalRecord]) -> str:
         ratio = r.ratio_to_reference if r.ratio_to_reference is not None else r.ratio_to_published
         basis = r.reference_score if r.reference_score is not None else r.published_score
         rows.append(
-            (r.task, r.metric, "-" if r.samples is None else str(r.samples), _fmt(r.value), _fmt(basis),
-             f"{r.tolerance:.3f}", _fmt(ratio, 3), r.status.upper())
+            (
+                r.task,
+                r.metric,
+                "-" if r.samples is None else str(r.samples),
+                _fmt(r.value),
+                _fmt(basis),
+                f"{r.tolerance:.3f}",
+                _fmt(ratio, 3),
+                r.status.upper(),
+            )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
@@ -322,7 +355,9 @@ def select_tasks(config: EvalConfig, wanted: set[str] | None) -> list[EvalTask]:
         return list(config.tasks)
     unknown = wanted - {t.task_name for t in config.tasks}
     if unknown:
-        raise ValueError(f"unknown tasks {sorted(unknown)} for {config.model_name}; have {[t.task_name for t in config.tasks]}")
+        raise ValueError(
+            f"unknown tasks {sorted(unknown)} for {config.model_name}; have {[t.task_name for t in config.tasks]}"
+        )
     return [t for t in config.tasks if t.task_name in wanted]
 
 
@@ -333,7 +368,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--server-url", required=True)
     ap.add_argument("--workflow-args-json", default="{}")
     ap.add_argument(
-        "--disable-trace-capture", action="store_true",
+        "--disable-trace-capture",
+        action="store_true",
         help="accepted for the common contract; evals send no warm-up sweep (one 1-token preflight only)",
     )
     return ap.parse_args(argv)
@@ -345,21 +381,23 @@ def main(argv: list[str] | None = None) -> int:
         spec = json.loads(args.model_spec_json.read_text())
         wf_args = json.loads(args.workflow_args_json or "{}")
         if not isinstance(wf_args, dict):
-            raise ValueError("--workflow-args-json must be a JSON object")
+            raise TypeError("--workflow-args-json must be a JSON object")
         mode, wanted, limit = parse_workflow_args({k: str(v) for k, v in wf_args.items()})
         name = spec.get("model_name")
         if name not in EVAL_CONFIGS:
             raise ValueError(f"no eval config for model_name {name!r}; models with evals: {sorted(EVAL_CONFIGS)}")
         config = EVAL_CONFIGS[name]
         tasks = select_tasks(config, wanted)
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, TypeError, KeyError) as e:
         print(f"[evals] bad input: {e}", file=sys.stderr, flush=True)
         return 2
 
     runner = TaskRunner(args.run_dir, spec, config, args.server_url, mode, limit)
     runner.evals_dir.mkdir(parents=True, exist_ok=True)
-    log(f"model {config.model_name} (served as {runner.model}) at {args.server_url}; mode={mode}; "
-        f"tasks={[t.task_name for t in tasks]}")
+    log(
+        f"model {config.model_name} (served as {runner.model}) at {args.server_url}; mode={mode}; "
+        f"tasks={[t.task_name for t in tasks]}"
+    )
     use_chat = all(t.model_class == "local-chat-completions" for t in tasks)
     pre = preflight(args.server_url, runner.model, runner.bearer, use_chat)
     if pre:

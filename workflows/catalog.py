@@ -160,7 +160,8 @@ def _expand_template(template: dict[str, Any], impls: dict[str, ImplSpec], versi
     served_override = template.pop("served_model_name", None)
     known_issues = [KnownIssue(**k) for k in template.pop("known_issues", [])]
     extras = {k: template.pop(k) for k in ("min_disk_gb", "min_ram_gb", "readiness_timeout_s",
-                                           "weights_source", "supported_modalities", "model_type")
+                                           "weights_source", "supported_modalities", "model_type",
+                                           "docker_options")
               if k in template}
     if template:
         raise CatalogError(f"unknown template key(s): {', '.join(sorted(template))}")
@@ -222,6 +223,7 @@ def _expand_template(template: dict[str, Any], impls: dict[str, ImplSpec], versi
                 model_type=extras.get("model_type", "LLM"),
                 known_issues=list(known_issues),
                 readiness_timeout_s=float(extras.get("readiness_timeout_s", 1800.0)),
+                docker_options=dict(extras.get("docker_options", {})),
                 code_link=(f"{impl.repo_url}/tree/{tt_metal_commit}/{impl.code_path}" if tt_metal_commit else None),
             )
             render_tt_config(spec)

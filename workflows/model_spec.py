@@ -161,6 +161,9 @@ class ModelSpec:
     model_type: str = "LLM"
     known_issues: list[KnownIssue] = field(default_factory=list)
     readiness_timeout_s: float = 1800.0
+    # Docker flags a host may refuse (ulimits, privileged, cap_add), shm_size and command: added
+    # to the container only when the spec asks for them.
+    docker_options: dict[str, Any] = field(default_factory=dict)
     code_link: str | None = None
     cli_args: dict[str, Any] = field(default_factory=dict)
 

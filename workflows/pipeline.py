@@ -173,7 +173,7 @@ def start_server(ctx: RunContext) -> str:
     if ctx.server_mode == "external":
         url = ctx.args.server_url or f"http://127.0.0.1:{ctx.args.service_port}"
         try:
-            ctx.server = attach_external(url, ctx.spec.served_model_name, bearer)
+            ctx.server = attach_external(url, ctx.spec.served_model_name, bearer, port=ctx.args.service_port)
         except ServerStartError as exc:
             raise StepFailed(str(exc)) from None
         ctx.base_url = ctx.server.base_url
@@ -191,6 +191,8 @@ def start_server(ctx: RunContext) -> str:
         interactive=ctx.args.interactive,
         server_log_path=ctx.run_dir.server_log_path,
         docker_image=ctx.spec.docker_image,
+        secret_env=_server_secrets(),
+        outlive_orchestrator=ctx.workflow is WorkflowType.SERVER,
     )
     try:
         ctx.server = _start(ctx.server_mode, launch)
@@ -198,6 +200,15 @@ def start_server(ctx: RunContext) -> str:
         raise StepFailed(str(exc)) from None
     ctx.base_url = ctx.server.base_url
     return f"{ctx.server_mode} server at {ctx.base_url} (log: server.log)"
+
+
+def _server_secrets() -> dict[str, str]:
+    """Secrets the server itself needs (gated weights/tokenizers); docker passes them as an env file."""
+    from workflows.auth import load_dotenv
+
+    dotenv = load_dotenv(REPO_ROOT / ".env")
+    return {name: os.environ.get(name) or dotenv[name] for name in ("HF_TOKEN",)
+            if os.environ.get(name) or dotenv.get(name)}
 
 
 def wait_ready(ctx: RunContext) -> str:

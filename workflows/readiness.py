@@ -135,6 +135,8 @@ def wait_until_ready(handle: ServerHandle, *, bearer: str | None, timeout_s: flo
                     stages["completion"] = time.monotonic() - start
                     return ReadyInfo(elapsed_s=stages["completion"], models=models, stages_s=stages)
                 note(f"1-token completion HTTP {resp.status_code}: {resp.text[:200]}")
+        except requests.ConnectionError:
+            note("not accepting connections yet (refused/reset)")
         except _NOT_YET as exc:
             note(f"{type(exc).__name__}")
         except ValueError:

@@ -69,6 +69,7 @@ VENV_SPECS: dict[str, VenvSpec] = {
         VenvSpec("benchmarks", "benchmarks.txt", ("aiohttp",)),
         VenvSpec("evals", "evals.txt", ("lm_eval",)),
         VenvSpec("reports", "reports.txt", ("jinja2", "rich")),
+        VenvSpec("hf-setup", "hf-setup.txt", ("huggingface_hub",)),
         VenvSpec("dev", "dev.txt", ("pytest", "rich", "yaml", "aiohttp", "jinja2")),
         VenvSpec(
             "engine-vllm-cpu",

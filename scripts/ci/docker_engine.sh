@@ -34,10 +34,12 @@ start() {
   if [ -f "$W/dockerd.pid" ] && kill -0 "$(cat "$W/dockerd.pid")" 2>/dev/null; then
     log "already running (pid $(cat "$W/dockerd.pid"))"; echo "$ENV_FILE"; return 0
   fi
-  install_engine
+  install_engine >&2  # stdout carries only the env file path
   mkdir -p "$W/data" "$W/exec"
   # Remember whether docker0 existed so stop deletes only what we created.
   if ip link show docker0 >/dev/null 2>&1; then echo 1 >"$W/docker0.preexisting"; fi
+  # dockerd/containerd also leave host state outside the data root; note what was already there.
+  for p in /etc/docker/key.json /run/containerd /run/docker; do [ -e "$p" ] && echo "$p"; done >"$W/host-state.preexisting"
   setsid dockerd --iptables=false --ip6tables=false --ip-masq=false --ip-forward=false \
     --data-root "$W/data" --exec-root "$W/exec" -H "unix://$W/docker.sock" --pidfile "$W/dockerd.pid" \
     >"$W/dockerd.log" 2>&1 </dev/null &
@@ -72,6 +74,11 @@ stop() {
   # Leftover mounts under the state dir (overlay, nsfs), deepest first.
   awk -v w="$W" 'index($2, w)==1 {print $2}' /proc/self/mounts | sort -r | while read -r m; do umount -l "$m"; done
   if [ ! -f "$W/docker0.preexisting" ] && ip link show docker0 >/dev/null 2>&1; then ip link del docker0; fi
+  if [ -f "$W/host-state.preexisting" ]; then
+    for p in /etc/docker/key.json /run/containerd /run/docker; do
+      grep -qx "$p" "$W/host-state.preexisting" || rm -rf "$p"
+    done
+  fi
   rm -rf "$W"
   log "stopped and cleaned $W"
   return 0

@@ -64,7 +64,9 @@ def test_sweep_modes():
     only = build_points(SPEC, parse_workflow_args({"only_targets": "true", "mode": "full"}))
     assert [p.source for p in only] == ["perf_reference"] * 2
     smoke = build_points(SPEC, parse_workflow_args({"mode": "smoke"}))
-    assert [p.key for p in smoke] == [(64, 16, 1), (128, 32, 4)]
+    assert [p.key for p in smoke] == [(128, 128, 1), (1024, 1024, 32)]  # smoke measures what carries targets
+    no_refs = {**SPEC, "device_model_spec": {**SPEC["device_model_spec"], "perf_reference": []}}
+    assert [p.key for p in build_points(no_refs, parse_workflow_args({"mode": "smoke"}))] == [(64, 16, 1), (128, 32, 4)]
     chosen = build_points(SPEC, parse_workflow_args({"points": "128x128x1,64x8x2x3", "num_prompts": "5"}))
     assert [(p.key, p.num_prompts, p.source) for p in chosen] == [((128, 128, 1), 5, "perf_reference"),
                                                                   ((64, 8, 2), 5, "custom")]
@@ -73,4 +75,4 @@ def test_sweep_modes():
 
 def test_warmup_pairs_are_distinct_and_sorted():
     assert warmup_pairs(SPEC, {"mode": "ci"}) == [(128, 128), (1024, 1024)]
-    assert warmup_pairs(SPEC, {"mode": "smoke", "some_eval_key": "x"}) == [(64, 16), (128, 32)]
+    assert warmup_pairs(SPEC, {"mode": "smoke", "some_eval_key": "x"}) == [(128, 128), (1024, 1024)]

@@ -72,10 +72,10 @@ def test_run_benchmarks_smoke_resume_and_exit_codes(stub_factory, tmp_path, tiny
     run_dir = str(tmp_path / "run")
     p = _run(run_dir, stub.url, {"mode": "smoke", "goodput": "ttft:1000"}, env_extra={"TT_TOKENIZER_DIR": tiny_tokenizer_dir})
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "TTFT ms" in p.stdout and "warm-up isl=64 osl=16" in p.stdout
+    assert "TTFT ms" in p.stdout and "warm-up isl=128 osl=32" in p.stdout
     bdir = os.path.join(run_dir, "benchmarks")
     outputs = json.load(open(os.path.join(bdir, "outputs.json")))["outputs"]
-    stems = ["point_isl-64_osl-16_con-1_n-4", "point_isl-128_osl-32_con-4_n-8"]
+    stems = ["point_isl-128_osl-32_con-4_n-8"]  # smoke measures the spec's perf_reference points
     for stem in stems:
         rec = json.load(open(os.path.join(bdir, stem + ".json")))
         assert rec["schema"] == "tt-bench-point/1" and rec["tool"] == "tt-bench"
@@ -86,14 +86,14 @@ def test_run_benchmarks_smoke_resume_and_exit_codes(stub_factory, tmp_path, tiny
         assert rec["metrics"]["request_goodput"] is not None and "p99_ttft_ms" in rec["metrics"]
         assert rec["prompt_check"]["verified_by"] == "tokenizer"
         assert rec["server_metrics"]["delta"]["stub_generation_tokens_total"] > 0
-    big = json.load(open(os.path.join(bdir, stems[1] + ".json")))
-    assert big["point"]["source"] == "custom" and big["targets"]["functional"]["ttft_pass"] is True
+    big = json.load(open(os.path.join(bdir, stems[0] + ".json")))
+    assert big["point"]["source"] == "perf_reference" and big["targets"]["functional"]["ttft_pass"] is True
     assert big["targets"]["target"]["ttft_pass"] is False and big["targets"]["target"]["tput_pass"] is None
     assert big["metrics"]["failures_by_class"] == {"http_5xx": 1}
 
     mtime = os.path.getmtime(os.path.join(bdir, stems[0] + ".json"))
     again = _run(run_dir, stub.url, {"mode": "smoke"}, "--disable-trace-capture")
-    assert again.returncode == 0 and again.stdout.count("skipping (resume)") == 2
+    assert again.returncode == 0 and again.stdout.count("skipping (resume)") == 1
     assert "warm-up" not in again.stdout and os.path.getmtime(os.path.join(bdir, stems[0] + ".json")) == mtime
 
     bad = _run(str(tmp_path / "bad"), stub.url, {"mode": "smoke", "colour": "red"})
@@ -113,3 +113,14 @@ def test_all_failed_point_exits_1_and_keeps_the_other(stub_factory, tmp_path):
     failed = json.load(open(os.path.join(bdir, "point_isl-32_osl-4_con-2_n-2.json")))
     assert failed["metrics"]["failed"] == 2 and failed["metrics"]["failures_by_class"] == {"http_5xx": 2}
     assert "NOTE: no local tokenizer" in p.stdout
+
+
+def test_aiohttp_transport_agrees_with_raw_transport(stub_factory):
+    runs = {}
+    for kind in ("raw", "aiohttp"):  # a fresh stub each, so both see the same fault pattern
+        stub = stub_factory("--ttft-ms", "5", "--itl-ms", "2", "--fault", "http:502:4", "--fault", "malformed:5")
+        run = run_point(ClientConfig(base_url=stub.url), items(10, osl=6), [0.0] * 10, 1, transport_kind=kind)
+        runs[kind] = [(r.error_class, r.output_tokens, len(r.chunk_times)) for r in run.records]
+    assert runs["raw"] == runs["aiohttp"]
+    assert [c for c, *_ in runs["raw"]] == [None, None, None, "http_5xx", "malformed_sse",
+                                            None, None, "http_5xx", None, "malformed_sse"]

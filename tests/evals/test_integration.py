@@ -12,7 +12,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from dataclasses import replace
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-import evals.run_evals as run_evals
+from evals import run_evals
 from evals.eval_config import EVAL_CONFIGS, EvalConfig
 from evals.records import EvalRecord
 
@@ -60,10 +59,28 @@ def server_url(tmp_path_factory):
     log = (tmp_path_factory.mktemp("server") / "server.log").open("w")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
     proc = subprocess.Popen(
-        [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-         "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-         "--enforce-eager", "--max-model-len", "2048", "--enable-tokenizer-info-endpoint"],
-        stdout=log, stderr=subprocess.STDOUT, env=env,
+        [
+            str(python),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(model),
+            "--served-model-name",
+            SERVED,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dtype",
+            "float32",
+            "--enforce-eager",
+            "--max-model-len",
+            "2048",
+            "--enable-tokenizer-info-endpoint",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     try:
         deadline = time.time() + 400
@@ -95,10 +112,18 @@ def _run(run_dir: Path, spec: dict, server_url: str, wf: dict) -> int:
     spec_path = run_dir / "model_spec.json"
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_path.write_text(json.dumps(spec))
-    return run_evals.main([
-        "--run-dir", str(run_dir), "--model-spec-json", str(spec_path),
-        "--server-url", server_url, "--workflow-args-json", json.dumps(wf),
-    ])
+    return run_evals.main(
+        [
+            "--run-dir",
+            str(run_dir),
+            "--model-spec-json",
+            str(spec_path),
+            "--server-url",
+            server_url,
+            "--workflow-args-json",
+            json.dumps(wf),
+        ]
+    )
 
 
 def test_offline_smoke_passes_against_real_server(tmp_path, server_url, env, smollm_spec, capsys):

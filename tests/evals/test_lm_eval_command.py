@@ -28,8 +28,14 @@ REMOTE = TokenizerChoice("remote", "test")
 
 def _cmd(task, tokenizer=REMOTE, limit=25, url="http://127.0.0.1:8000"):
     return build_command(
-        task, python="/venv/bin/python", server_url=url, model_name="served-name",
-        output_dir=OUT, cache_path=OUT / "cache" / "requests", tokenizer=tokenizer, limit=limit,
+        task,
+        python="/venv/bin/python",
+        server_url=url,
+        model_name="served-name",
+        output_dir=OUT,
+        cache_path=OUT / "cache" / "requests",
+        tokenizer=tokenizer,
+        limit=limit,
     )
 
 
@@ -49,9 +55,15 @@ def test_local_completions_loglikelihood_command():
         "timeout": "120",
         "tokenizer_backend": "remote",
     }
-    for flag, value in [("--tasks", "tt_offline_mc"), ("--output_path", str(OUT)), ("--seed", "42"),
-                        ("--limit", "25"), ("--include_path", str(TASKS_DIR)), ("--num_fewshot", "0"),
-                        ("--use_cache", str(OUT / "cache" / "requests"))]:
+    for flag, value in [
+        ("--tasks", "tt_offline_mc"),
+        ("--output_path", str(OUT)),
+        ("--seed", "42"),
+        ("--limit", "25"),
+        ("--include_path", str(TASKS_DIR)),
+        ("--num_fewshot", "0"),
+        ("--use_cache", str(OUT / "cache" / "requests")),
+    ]:
         assert argv[argv.index(flag) + 1] == value
     assert "--log_samples" in argv and "--apply_chat_template" not in argv
     assert inv.cwd == TASKS_DIR  # the YAML names its JSONL relative to this directory

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
 
 from evals.eval_spec import ScoreSpec
 from evals.records import (
@@ -18,11 +18,30 @@ from evals.records import (
     score_results,
 )
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
 # Keys of tt-eval-record/1, exactly as docs/architecture.md lists them.
 SCHEMA_KEYS = {
-    "schema", "model_id", "task", "metric", "value", "stderr", "samples", "mode", "published_score",
-    "published_source", "reference_score", "reference_source", "tolerance", "ratio_to_reference",
-    "ratio_to_published", "passed", "status", "error", "lm_eval_command", "results_file",
+    "schema",
+    "model_id",
+    "task",
+    "metric",
+    "value",
+    "stderr",
+    "samples",
+    "mode",
+    "published_score",
+    "published_source",
+    "reference_score",
+    "reference_source",
+    "tolerance",
+    "ratio_to_reference",
+    "ratio_to_published",
+    "passed",
+    "status",
+    "error",
+    "lm_eval_command",
+    "results_file",
 }
 
 

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
 
-import evals.run_evals as run_evals
-from evals.eval_config import EVAL_CONFIGS
+from evals import run_evals
+from evals.eval_config import EVAL_CONFIGS, EvalConfig
 from evals.lm_eval_command import TokenizerChoice
 from evals.records import EvalRecord
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 class FakeLmEval:
@@ -26,7 +28,7 @@ class FakeLmEval:
         self.calls: list[list[str]] = []
         self.fail = fail or {}
 
-    def __call__(self, argv, cwd, env, log_path):
+    def __call__(self, argv, cwd, env, log_path, secret=None):
         self.calls.append(argv)
         task = argv[argv.index("--tasks") + 1]
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -55,10 +57,18 @@ def fake(monkeypatch):
 
 
 def _main(tmp_path, spec_path, wf=None):
-    return run_evals.main([
-        "--run-dir", str(tmp_path), "--model-spec-json", str(spec_path),
-        "--server-url", "http://127.0.0.1:9", "--workflow-args-json", json.dumps(wf or {"mode": "smoke"}),
-    ])
+    return run_evals.main(
+        [
+            "--run-dir",
+            str(tmp_path),
+            "--model-spec-json",
+            str(spec_path),
+            "--server-url",
+            "http://127.0.0.1:9",
+            "--workflow-args-json",
+            json.dumps(wf or {"mode": "smoke"}),
+        ]
+    )
 
 
 def _record(tmp_path, task) -> EvalRecord:
@@ -96,16 +106,18 @@ def test_rerun_skips_finished_tasks_and_retries_errors(tmp_path, fake, smollm_sp
     assert "already finished" in capsys.readouterr().out
 
     fake.calls.clear()
-    assert _main(tmp_path, spec, {"mode": "ci"}) == 0  # another mode is another sample set: rerun
+    _main(tmp_path, spec, {"mode": "ci"})  # another mode is another sample set: everything reruns
     assert len(fake.calls) == 3
+    assert _record(tmp_path, "tt_offline_mc").mode == "ci"
 
 
 def test_failed_accuracy_counts_as_finished_and_exits_1(tmp_path, fake, smollm_spec, write_spec, monkeypatch):
     cfg = EVAL_CONFIGS["SmolLM2-135M-Instruct"]
     task = cfg.task("tt_offline_mc")
-    strict = type(task.score)(**{**task.score.__dict__, "mode_reference_scores": {"smoke": 0.99}})
-    monkeypatch.setitem(EVAL_CONFIGS, cfg.model_name,
-                        type(cfg)(cfg.model_name, cfg.hf_model_repo, (type(task)(**{**task.__dict__, "score": strict}),)))
+    strict = replace(task.score, mode_reference_scores={"smoke": 0.99})
+    monkeypatch.setitem(
+        EVAL_CONFIGS, cfg.model_name, EvalConfig(cfg.model_name, cfg.hf_model_repo, (replace(task, score=strict),))
+    )
     spec = write_spec(smollm_spec)
     assert _main(tmp_path, spec) == 1
     rec = _record(tmp_path, "tt_offline_mc")
@@ -135,7 +147,10 @@ def test_missing_dataset_is_one_line_naming_it():
     task = EVAL_CONFIGS["Llama-3.1-8B-Instruct"].task("gsm8k_cot_llama")
     text = (FIXTURES / "lm_eval_gsm8k_offline.log").read_text()  # real lm-eval 0.4.13 output
     msg = run_evals.one_line_error(task, text, 1, offline=True)
-    assert msg == "dataset openai/gsm8k cannot be reached (HF hub offline: HF_DATASETS_OFFLINE=1); task gsm8k_cot_llama not run"
+    assert (
+        msg
+        == "dataset openai/gsm8k cannot be reached (HF hub offline: HF_DATASETS_OFFLINE=1); task gsm8k_cot_llama not run"
+    )
     assert "\n" not in msg
 
 
@@ -152,3 +167,21 @@ def test_tasks_and_limit_args(tmp_path, fake, smollm_spec, write_spec):
     assert _main(tmp_path, write_spec(smollm_spec), {"mode": "smoke", "tasks": "tt_offline_qa", "limit": "5"}) == 0
     argv = fake.calls[0]
     assert fake.tasks_run() == ["tt_offline_qa"] and argv[argv.index("--limit") + 1] == "5"
+
+
+def test_run_logged_keeps_earlier_logs_and_redacts(tmp_path):
+    log_path = tmp_path / "t" / "lm_eval.log"
+    code = "import sys; print('model_args auth_token=tok-123'); sys.exit(3)"
+    rc, text = run_evals.run_logged([run_evals.sys.executable, "-c", code], tmp_path, {}, log_path, "tok-123")
+    assert rc == 3 and "tok-123" not in text and "auth_token=***" in text
+    run_evals.run_logged([run_evals.sys.executable, "-c", "print('second')"], tmp_path, {}, log_path)
+    assert "second" in log_path.read_text()
+    assert "auth_token=***" in (tmp_path / "t" / "lm_eval.1.log").read_text()  # first attempt kept
+
+
+def test_scrub_secret(tmp_path):
+    (tmp_path / "m").mkdir()
+    f = tmp_path / "m" / "results_x.json"
+    f.write_text('{"config": {"model_args": "auth_token=tok-123"}}')
+    run_evals.scrub_secret(tmp_path, "tok-123")
+    assert "tok-123" not in f.read_text()

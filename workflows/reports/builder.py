@@ -256,6 +256,8 @@ def _benchmark_row(run_dir: Path, path: Path, rec: dict) -> BenchmarkRow:
 def _read_benchmarks(run_dir: Path, problems: list[str]) -> tuple[list[BenchmarkRow], dict]:
     rows, point_targets = [], {}
     for path in sorted((run_dir / "benchmarks").glob("point_*.json")):
+        if "." in path.stem:  # companions of a point (e.g. .prom.json metrics snapshots), not summaries
+            continue
         rel = path.relative_to(run_dir).as_posix()
         try:
             rec = _load_json(path)

@@ -219,7 +219,9 @@ def accuracy_plot(evals: list[EvalRow]) -> str:
                        f'{escape(e.task[:14])}</text>')
         if r is None:
             f.parts.append(f'<text x="{ML + 6}" y="{_t(cy + 4)}" font-size="11" fill="#a00">'
-                           f'{escape(e.status)}: no score</text>')
+                           + (f'{escape(e.status)}: score {e.value:.4g}, no usable reference'
+                              if e.value is not None else f'{escape(e.status)}: no score')
+                           + '</text>')
             continue
         colour = "#2ca02c" if e.passed else ("#d62728" if e.passed is False else "#888")
         f.parts.append(f'<rect x="{ML}" y="{_t(cy - 9)}" width="{_t(f.sx(r) - ML)}" height="18" '

@@ -56,6 +56,9 @@ class ServerLaunch:
     shm_size: str | None = None          # default from spec["shm_size"] or "16G"
     secret_env: dict = field(default_factory=dict)  # HF_TOKEN etc. for the container's env file
     extra_mounts: list[tuple[str, str, bool]] = field(default_factory=list)  # (host, container, read_only)
+    # --workflow server leaves the server up; any other run must not leave it behind even if
+    # run.py itself is SIGKILLed (the local backend then asks the kernel to SIGTERM it).
+    outlive_orchestrator: bool = False
 
     def __post_init__(self) -> None:
         self.spec_json_path = Path(self.spec_json_path)

@@ -165,6 +165,19 @@ class LocalServerHandle(ServerHandle):
         ])
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM us when run.py dies, even by SIGKILL (Linux prctl)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: teardown still stops the group on every catchable exit
+
+
 def start_local(launch: ServerLaunch) -> LocalServerHandle:
     """Start the launcher; returns at once (readiness is waited for separately)."""
     check_port_free(launch.bind_host, launch.service_port)
@@ -180,6 +193,7 @@ def start_local(launch: ServerLaunch) -> LocalServerHandle:
             [str(python), "-u", str(LAUNCHER_PATH)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             env=build_env(launch), cwd=str(launch.run_dir), start_new_session=True, close_fds=True,
+            preexec_fn=None if launch.outlive_orchestrator else _die_with_parent,
         )
     except OSError as exc:
         raise ServerStartError(f"cannot start {python}: {exc.strerror}") from None

@@ -254,3 +254,64 @@ def test_detach_leaves_server_running(tmp_path):
     finally:
         os.killpg(handle.pgid, signal.SIGKILL)
         handle.proc.wait()
+
+
+def _start_from_doomed_parent(tmp_path: Path, outlive: bool) -> int:
+    """Start a fake-engine server from a child process that is then SIGKILLed; return the server pid."""
+    import subprocess
+    import sys
+    import textwrap
+
+    engine = fake_engine(tmp_path, "sleep 60\n")
+    code = textwrap.dedent(f"""
+        import json, sys, time
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[3])!r})
+        from pathlib import Path
+        from workflows.servers import ServerLaunch, start_server
+        launch = ServerLaunch(spec=json.loads({json.dumps(FALLBACK_SPEC)!r}),
+                              spec_json_path=Path({str(tmp_path / 'spec.json')!r}), run_dir=Path({str(tmp_path)!r}),
+                              service_port={_free()}, extra_env={{"TT_ENGINE_PYTHON": {engine!r}}},
+                              outlive_orchestrator={outlive})
+        handle = start_server("local", launch)
+        print(handle.pid, flush=True)
+        time.sleep(120)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pid = int(parent.stdout.readline())
+    parent.kill()  # SIGKILL: no teardown code can run
+    parent.wait()
+    return pid
+
+
+def _free() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+            if Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] == "Z":
+                return True
+        except (ProcessLookupError, FileNotFoundError):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_server_dies_with_a_sigkilled_orchestrator(tmp_path):
+    (tmp_path / "spec.json").write_text(json.dumps(FALLBACK_SPEC))
+    pid = _start_from_doomed_parent(tmp_path, outlive=False)
+    assert _gone_within(pid, 10), "the server outlived a SIGKILLed run.py"
+
+
+def test_workflow_server_outlives_its_orchestrator(tmp_path):
+    (tmp_path / "spec.json").write_text(json.dumps(FALLBACK_SPEC))
+    pid = _start_from_doomed_parent(tmp_path, outlive=True)
+    try:
+        assert not _gone_within(pid, 1.0)
+    finally:
+        os.killpg(pid, signal.SIGKILL)
