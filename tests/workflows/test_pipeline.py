@@ -84,3 +84,38 @@ def test_unreachable_external_server(tmp_path) -> None:
                     "--server-url", "http://127.0.0.1:9", "--no-auth", "--output-dir", str(tmp_path / "r"))
     assert result.returncode == 1
     assert "127.0.0.1:9" in result.stdout and "Traceback" not in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_server_dying_mid_run_stops_with_log_tail_and_keeps_results(tmp_path) -> None:
+    """A fake engine (the stub server, then a simulated crash) behind --local-server."""
+    engine = tmp_path / "fake_engine.sh"
+    engine.write_text(
+        "#!/bin/sh\n"
+        f"cd {REPO}\n"
+        f"{sys.executable} -m benchmarking.stub_server --port $SERVICE_PORT --ttft-ms 400 --itl-ms 20 "
+        "--model SmolLM2-135M-Instruct &\n"
+        "sleep 6\nkill $!\necho 'fake engine: simulated crash'\nexit 7\n")
+    engine.chmod(0o755)
+    out = tmp_path / "run"
+    env = dict(__import__("os").environ, TT_ENGINE_PYTHON=str(engine))
+    result = subprocess.run(
+        [sys.executable, str(REPO / "run.py"), "--model", "SmolLM2-135M-Instruct", "--device", "cpu",
+         "--workflow", "benchmarks", "--local-server", "--service-port", str(_free_port()), "--no-auth",
+         "--disable-trace-capture", "--workflow-args", "mode=full", "--output-dir", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "the server exited (code 7) during benchmarks" in result.stdout
+    assert "fake engine: simulated crash" in result.stdout
+    steps = {s["name"]: s for s in json.loads((out / "manifest.json").read_text())["steps"]}
+    assert steps["benchmarks"]["status"] == "failed"
+    assert steps["reports"]["status"] in ("passed", "failed") and steps["reports"]["outputs"]
+    assert steps["teardown"]["status"] == "passed"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

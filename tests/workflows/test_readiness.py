@@ -113,7 +113,7 @@ def test_ready_after_health_models_and_one_token(fake_server):
     srv = fake_server(health_after=0.5, bearer="tok-123456")
     info = wait_until_ready(FakeHandle(srv.url), bearer="tok-123456", timeout_s=20, poll_interval_s=0.1)
     assert info.models == [MODEL] and list(info.stages_s) == ["health", "models", "completion"]
-    assert info.stages_s["health"] >= 0.5
+    assert info.stages_s["health"] >= 0.4  # the fake turns healthy 0.5 s after it was created
     assert srv.requests[-1] == {"model": MODEL, "prompt": "Hello", "max_tokens": 1, "temperature": 0.0}
 
 

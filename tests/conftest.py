@@ -1,0 +1,65 @@
+"""Shared fixtures: the real CPU engine, the converted SmolLM2 model and one real server per session.
+
+They use the tool's own code paths (workflows.venvs, workflows.host_setup, the local server
+backend), so a test run on a fresh machine builds exactly what `run.py` would, and the
+integration tests of every package talk to one server instead of each starting their own.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SERVED_MODEL = "SmolLM2-135M-Instruct"
+
+
+@dataclass
+class RealServer:
+    base_url: str
+    api_key: str
+    served_model_name: str
+    model_dir: Path
+    log_path: Path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """The packaged SmolLM2 converted to a HF directory (built once, cached across runs)."""
+    from workflows.host_setup import ensure_packaged_smollm2
+
+    return ensure_packaged_smollm2()
+
+
+@pytest.fixture(scope="session")
+def real_cpu_server(smollm2_dir, tmp_path_factory):
+    """vLLM's CPU build serving SmolLM2 through the local backend, auth enforced, for the session."""
+    import json
+
+    from workflows.catalog import load_catalog
+    from workflows.readiness import wait_until_ready
+    from workflows.servers import ServerLaunch, start_server
+
+    spec = load_catalog().specs["id_vllm-cpu_SmolLM2-135M-Instruct_cpu"].to_dict()
+    run_dir = tmp_path_factory.mktemp("real_server")
+    spec_path = run_dir / "model_spec.json"
+    spec_path.write_text(json.dumps(spec))
+    api_key = secrets.token_urlsafe(24)
+    launch = ServerLaunch(spec=spec, spec_json_path=spec_path, run_dir=run_dir, service_port=_free_port(),
+                          api_key=api_key, weights_dir=smollm2_dir)
+    handle = start_server("local", launch)
+    try:
+        wait_until_ready(handle, bearer=api_key, timeout_s=900)
+        yield RealServer(handle.base_url, api_key, handle.served_model_name, smollm2_dir, handle.log_path)
+    finally:
+        handle.stop()
