@@ -47,13 +47,21 @@ def errors_vs_stub(records, writes: dict, ttft_ms: float, itl_ms: float) -> dict
             "ttft_vs_actual": stat(act_ttft), "itl_vs_actual": stat(act_itl)}
 
 
-def certify(url: str, ttft_ms: float, itl_ms: float, osl: int, n: int, concurrency: int) -> dict:
+def certify(url: str, ttft_ms: float, itl_ms: float, osl: int, n: int, concurrency: int,
+            warmup: int | None = None) -> dict:
+    """Run ``warmup + n`` requests; the first ``warmup`` (default: one wave of ``concurrency``) are
+    excluded from the figures, as warm-up requests are in a benchmark: they pay TCP connection
+    set-up for every slot at once, which is not a serving latency."""
+    warmup = concurrency if warmup is None else warmup
     _stub(url, "/stub/stats", post=True)
     body = request_body("hello world", osl, "stub-model", chat=False)
-    run = run_point(ClientConfig(base_url=url), [WorkItem(body, 2, osl)] * n, [0.0] * n, concurrency)
-    out = errors_vs_stub(run.records, _stub(url, "/stub/writes"), ttft_ms, itl_ms)
+    total = warmup + n
+    run = run_point(ClientConfig(base_url=url), [WorkItem(body, 2, osl)] * total, [0.0] * total, concurrency)
+    measured = sorted(run.records, key=lambda r: r.send_time)[warmup:]
+    out = errors_vs_stub(measured, _stub(url, "/stub/writes"), ttft_ms, itl_ms)
     out["stub_lateness_us"] = _stub(url, "/stub/stats")["lateness_us"]
-    out["completed"] = sum(r.success for r in run.records)
+    out["completed"] = sum(r.success for r in measured)
+    out["warmup_excluded"] = warmup
     return out
 
 

@@ -6,7 +6,6 @@ Exit codes: 0 the work and its checks passed; 1 a step or workflow failed; 2 bad
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import sys
@@ -156,5 +155,3 @@ def _validate_for_workflow(spec: ModelSpec, args) -> None:
                              f"{', '.join(sorted(EVAL_CONFIGS))}")
     if args.local_server and spec.device_type.value == "gpu":
         raise UsageError("--local-server is not supported on gpu; use --docker-server (upstream vLLM image)")
-    if args.docker_server and spec.device_type.value == "cpu" and spec.weights_source.get("kind") == "packaged":
-        pass  # supported: the packaged model is converted on the host and mounted read-only

@@ -296,6 +296,10 @@ def run_client(ctx: RunContext, workflow: WorkflowType) -> ClientResult:
         ctx.ui.child_line(workflow.value, ctx.run_dir._redact(line.rstrip("\n")))
     code = proc.wait()
     ctx.current_child = None
+    watcher.join(timeout=2)
+    if (not died and workflow is not WorkflowType.REPORTS and ctx.server is not None
+            and ctx.server_mode != "external" and not ctx.server.is_alive()):
+        died.append(ctx.server.log_tail(40))  # the client finished (failing fast) before the watcher looked
     if died:
         exit_code = ctx.server.exit_code()
         raise StepFailed(f"the server exited (code {exit_code}) during {workflow.value}; "
