@@ -15,7 +15,7 @@ from typing import Sequence
 
 from workflows.cli import UsageError, cli_args_record, parse_args, resolve_spec
 from workflows.model_spec import REPO_ROOT, ModelSpec
-from workflows.run_dir import Manifest, RunDirectory, default_runs_root, make_run_id
+from workflows.run_dir import Manifest, RunDirectory, default_runs_root, host_facts, make_run_id
 from workflows.workflow_args import WorkflowType
 
 DOTENV_PATH = REPO_ROOT / ".env"
@@ -36,21 +36,6 @@ def print_catalog(catalog) -> None:
 
 def host_environment(spec: ModelSpec) -> dict:
     """Host and package facts for the report's metadata (cheap: files only, no subprocesses)."""
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ram_gb = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                ram_gb = round(int(line.split()[1]) / 1024 / 1024, 1)
-    except OSError:
-        pass
     packages = {}
     from workflows.venvs import venvs_root
 
@@ -63,8 +48,7 @@ def host_environment(spec: ModelSpec) -> dict:
     return {
         "python": platform.python_version(),
         "packages": packages,
-        "host": {"cpu": cpu, "cores": os.cpu_count(), "ram_gb": ram_gb,
-                 "os": f"{platform.system()} {platform.release()}", "hostname": platform.node()},
+        "host": host_facts(),
         "tool_version": spec.version,
     }
 

@@ -173,6 +173,30 @@ class RunDirectory:
         self.save()
 
 
+def host_facts() -> dict[str, Any]:
+    """CPU model, cores, total RAM and OS of this host (files only: cheap enough for every run)."""
+    import platform
+
+    cpu = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.lower().startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    ram_gb = None
+    try:
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("MemTotal:"):
+                ram_gb = round(int(line.split()[1]) / 1024 / 1024, 1)
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"cpu": cpu or platform.processor() or None, "cores": os.cpu_count(), "ram_gb": ram_gb,
+            "os": platform.platform()}
+
+
 def collect_outputs(run_dir: Path, workflow: str) -> list[str]:
     """Result files a client workflow listed in ``<workflow>/outputs.json`` (relative paths)."""
     listing = Path(run_dir) / workflow / "outputs.json"

@@ -112,24 +112,9 @@ def _gather_environment(manifest: dict[str, Any]) -> Environment:
 
 
 def _host_info() -> HostInfo:
-    cpu = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.lower().startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ram_gb = None
-    try:
-        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("MemTotal:"):
-                ram_gb = round(int(line.split()[1]) / 1024 / 1024, 1)
-                break
-    except (OSError, ValueError, IndexError):
-        pass
-    return HostInfo(cpu=cpu or platform.processor() or None, cores=os.cpu_count(),
-                    ram_gb=ram_gb, os=platform.platform())
+    from workflows.run_dir import host_facts
+
+    return HostInfo(**host_facts())
 
 
 def _str(value: Any) -> str | None:
