@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -271,7 +270,7 @@ def run_client(ctx: RunContext, workflow: WorkflowType) -> ClientResult:
         cmd.append("--disable-trace-capture")
     if workflow is WorkflowType.REPORTS and ctx.args.ignore_verdict:
         cmd.append("--ignore-verdict")
-    ctx.run_dir.log("$ " + " ".join(cmd[:2] + cmd[2:]), workflow.value)
+    ctx.run_dir.log("$ " + " ".join(cmd), workflow.value)
     started = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=child_env(ctx), cwd=REPO_ROOT, start_new_session=True, bufsize=1)
@@ -293,7 +292,7 @@ def run_client(ctx: RunContext, workflow: WorkflowType) -> ClientResult:
     assert proc.stdout is not None
     for line in proc.stdout:
         ctx.run_dir.log(line, workflow.value)
-        ctx.ui.child_line(workflow.value, ctx.run_dir._redact(line.rstrip("\n")))
+        ctx.ui.child_line(workflow.value, ctx.run_dir.redact(line.rstrip("\n")))
     code = proc.wait()
     ctx.current_child = None
     watcher.join(timeout=2)

@@ -99,6 +99,10 @@ class RunDirectory:
     def set_redactor(self, redact: Callable[[str], str]) -> None:
         self._redact = redact
 
+    def redact(self, text: str) -> str:
+        """Secrets removed: for anything shown or written that came from a child or a server."""
+        return self._redact(text)
+
     def relative(self, path: Path) -> str:
         return str(Path(path).resolve().relative_to(self.path))
 
@@ -159,7 +163,6 @@ class RunDirectory:
         if step not in self.manifest.steps:
             self.manifest.steps.append(step)
         step.status, step.detail = status, detail
-        step.started = step.started or None
         self.save()
         return step
 
