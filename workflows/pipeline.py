@@ -165,9 +165,8 @@ def prepare_venvs(ctx: RunContext, workflows: list[WorkflowType]) -> str:
 
 
 def start_server(ctx: RunContext) -> str:
-    from workflows.servers import ServerLaunch, ServerStartError, attach_external, start_server as _start
+    from workflows.servers import ServerStartError, attach_external, start_server as _start
 
-    spec_dict = ctx.spec.to_dict()
     bearer = ctx.auth.bearer if ctx.auth else None
     if ctx.server_mode == "external":
         url = ctx.args.server_url or f"http://127.0.0.1:{ctx.args.service_port}"
@@ -177,22 +176,7 @@ def start_server(ctx: RunContext) -> str:
             raise StepFailed(str(exc)) from None
         ctx.base_url = ctx.server.base_url
         return f"attached to {ctx.base_url}"
-    launch = ServerLaunch(
-        spec=spec_dict,
-        spec_json_path=ctx.run_dir.spec_path,
-        run_dir=ctx.run_dir.path,
-        service_port=ctx.args.service_port,
-        bind_host=ctx.args.bind_host,
-        api_key=ctx.auth.server_api_key if ctx.auth else None,
-        weights_dir=ctx.host.weights_dir if ctx.host else None,
-        device_ids=ctx.args.device_ids,
-        dev_mode=ctx.args.dev_mode,
-        interactive=ctx.args.interactive,
-        server_log_path=ctx.run_dir.server_log_path,
-        docker_image=ctx.spec.docker_image,
-        secret_env=_server_secrets(),
-        outlive_orchestrator=ctx.workflow is WorkflowType.SERVER,
-    )
+    launch = _server_launch(ctx)
     try:
         ctx.server = _start(ctx.server_mode, launch)
     except ServerStartError as exc:
@@ -376,7 +360,7 @@ def execute(ctx: RunContext) -> int:
         if ctx.args.print_docker_cmd:
             from workflows.servers.docker_server import print_docker_cmd
 
-            ctx.ui.plain(print_docker_cmd(_launch_for_print(ctx)))
+            ctx.ui.plain(print_docker_cmd(_server_launch(ctx)))
             return 0
         step(ctx, "prepare_venvs", lambda: prepare_venvs(ctx, runnable), spinner="Preparing virtualenvs")
         if needs_server(workflow):
@@ -462,14 +446,23 @@ def _report_partial_results(ctx: RunContext, clients: list[WorkflowType]) -> Non
         ctx.ui.error(f"reports: {exc}")
 
 
-def _launch_for_print(ctx: RunContext):
+def _server_launch(ctx: RunContext):
+    """The one ServerLaunch for this run: used to start the server and by --print-docker-cmd."""
     from workflows.servers import ServerLaunch
 
     return ServerLaunch(
-        spec=ctx.spec.to_dict(), spec_json_path=ctx.run_dir.spec_path, run_dir=ctx.run_dir.path,
-        service_port=ctx.args.service_port, bind_host=ctx.args.bind_host,
+        spec=ctx.spec.to_dict(),
+        spec_json_path=ctx.run_dir.spec_path,
+        run_dir=ctx.run_dir.path,
+        service_port=ctx.args.service_port,
+        bind_host=ctx.args.bind_host,
         api_key=ctx.auth.server_api_key if ctx.auth else None,
-        weights_dir=ctx.host.weights_dir if ctx.host else None, device_ids=ctx.args.device_ids,
-        dev_mode=ctx.args.dev_mode, interactive=ctx.args.interactive,
-        server_log_path=ctx.run_dir.server_log_path, docker_image=ctx.spec.docker_image,
+        weights_dir=ctx.host.weights_dir if ctx.host else None,
+        device_ids=ctx.args.device_ids,
+        dev_mode=ctx.args.dev_mode,
+        interactive=ctx.args.interactive,
+        server_log_path=ctx.run_dir.server_log_path,
+        docker_image=ctx.spec.docker_image,
+        secret_env=_server_secrets(),
+        outlive_orchestrator=ctx.workflow is WorkflowType.SERVER,
     )
