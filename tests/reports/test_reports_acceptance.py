@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from workflows.reports import acceptance
-from workflows.reports.schema import EvalRow, Section, StepSummary, TargetRow
+from reports import acceptance
+from reports.schema import EvalRow, Section, StepSummary, TargetRow
 
 
 @pytest.mark.parametrize("status, tiers, evals", [

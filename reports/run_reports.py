@@ -1,6 +1,6 @@
 """Reports client workflow: rebuild every report of ONE run directory from its files.
 
-    python workflows/run_reports.py --run-dir RUN_DIR [--model-spec-json PATH]
+    python reports/run_reports.py --run-dir RUN_DIR [--model-spec-json PATH]
         [--server-url URL] [--workflow-args-json JSON] [--disable-trace-capture]
         [--ignore-verdict]
 
@@ -23,7 +23,10 @@ import traceback
 from pathlib import Path
 
 if __package__ in (None, ""):
-    # Run as a script: make the repo root importable (the orchestrator also sets PYTHONPATH).
+    # Run as a script: import from the repo root, not from this directory, whose module names
+    # (markdown, console, ...) must not shadow installed packages.
+    _here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != Path(_here)]
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 EXIT_PASS, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_FAIL = 0, 1, 2, 3
@@ -64,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     ignore = args.ignore_verdict or str(wf_args.get("ignore_verdict", "")).lower() in (
         "1", "true", "yes")
 
-    from workflows.reports import BadRunDir, build_report, write_reports
-    from workflows.reports.console import print_summary
+    from reports import BadRunDir, build_report, write_reports
+    from reports.console import print_summary
 
     run_dir: Path = args.run_dir
     print(f"reports: building the report from {run_dir}", flush=True)

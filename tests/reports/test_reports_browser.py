@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from workflows import run_reports
+from reports import run_reports
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

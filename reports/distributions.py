@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from workflows.reports.schema import Distribution
+from reports.schema import Distribution
 
 HIST_BINS = 12
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from workflows.reports.schema import (
+from reports.schema import (
     TIERS,
     Blocker,
     EvalRow,

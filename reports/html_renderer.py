@@ -10,9 +10,9 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from workflows.reports import plots, views
-from workflows.reports.legend import legend
-from workflows.reports.schema import ReportRecord
+from reports import plots, views
+from reports.legend import legend
+from reports.schema import ReportRecord
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 

@@ -13,9 +13,9 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from workflows.reports import acceptance
-from workflows.reports.distributions import from_metrics, from_requests
-from workflows.reports.schema import (
+from reports import acceptance
+from reports.distributions import from_metrics, from_requests
+from reports.schema import (
     TIERS,
     BenchmarkRow,
     Environment,

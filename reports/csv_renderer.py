@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 
-from workflows.reports.schema import TIERS, ReportRecord
+from reports.schema import TIERS, ReportRecord
 
 FIELDS = [
     "section", "item", "model_id", "device", "run_id",

@@ -1,9 +1,9 @@
 """``report.md``: the release report a model owner reads in a PR or on GitHub."""
 from __future__ import annotations
 
-from workflows.reports import views
-from workflows.reports.legend import legend
-from workflows.reports.schema import ReportRecord, Section
+from reports import views
+from reports.legend import legend
+from reports.schema import ReportRecord, Section
 
 
 def _escape(text: str) -> str:

@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from workflows.reports import views
-from workflows.reports.schema import ReportRecord, Section
+from reports import views
+from reports.schema import ReportRecord, Section
 
 
 def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:

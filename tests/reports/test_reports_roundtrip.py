@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from workflows import run_reports
-from workflows.reports import REPORT_FILES, ReportRecord, SchemaError, build_report
+from reports import run_reports
+from reports import REPORT_FILES, ReportRecord, SchemaError, build_report
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _strip_timestamps(doc: dict) -> dict:
@@ -105,7 +105,7 @@ def test_entry_script_runs_as_a_child_process(make_run):
     run = make_run()
     run.set_status("TOP_PERF")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, str(REPO / "workflows/run_reports.py"),
+    proc = subprocess.run([sys.executable, str(REPO / "reports/run_reports.py"),
                            "--run-dir", str(run.path), "--model-spec-json",
                            str(run.path / "model_spec.json")],
                           capture_output=True, text=True, env=env, timeout=120)

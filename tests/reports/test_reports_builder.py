@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from workflows import run_reports
-from workflows.reports import build_report
+from reports import run_reports
+from reports import build_report
 
 CON1 = "isl-128_osl-128_con-1"
 CON4 = "isl-128_osl-128_con-4"
@@ -280,7 +280,7 @@ def test_run_command_never_shows_secret_like_args(make_run):
 def test_legend_is_complete_without_the_benchmarking_module(monkeypatch):
     import sys
 
-    from workflows.reports import legend
+    from reports import legend
 
     monkeypatch.setitem(sys.modules, "benchmarking.metrics_legend", None)  # import fails
     own = {key: text for key, _, text in legend.legend()}

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workflows.reports.builder import BadRunDir, build_report
-from workflows.reports.schema import SCHEMA, ReportRecord, SchemaError
+from reports.builder import BadRunDir, build_report
+from reports.schema import SCHEMA, ReportRecord, SchemaError
 
 REPORT_FILES = ("report.json", "report.md", "summary.csv", "report.html")
 
 
 def write_reports(record: ReportRecord, run_dir: Path) -> list[str]:
     """Write every report file under ``run_dir/reports``; return paths relative to run_dir."""
-    from workflows.reports.csv_renderer import render_csv
-    from workflows.reports.html import render_html
-    from workflows.reports.markdown import render_markdown
+    from reports.csv_renderer import render_csv
+    from reports.html_renderer import render_html
+    from reports.markdown import render_markdown
 
     out_dir = Path(run_dir) / "reports"
     out_dir.mkdir(parents=True, exist_ok=True)
