@@ -8,11 +8,12 @@ integration tests of every package talk to one server instead of each starting t
 from __future__ import annotations
 
 import secrets
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SERVED_MODEL = "SmolLM2-135M-Instruct"
@@ -25,12 +26,6 @@ class RealServer:
     served_model_name: str
     model_dir: Path
     log_path: Path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -55,7 +50,7 @@ def real_cpu_server(smollm2_dir, tmp_path_factory):
     spec_path = run_dir / "model_spec.json"
     spec_path.write_text(json.dumps(spec))
     api_key = secrets.token_urlsafe(24)
-    launch = ServerLaunch(spec=spec, spec_json_path=spec_path, run_dir=run_dir, service_port=_free_port(),
+    launch = ServerLaunch(spec=spec, spec_json_path=spec_path, run_dir=run_dir, service_port=free_port(),
                           api_key=api_key, weights_dir=smollm2_dir)
     handle = start_server("local", launch)
     try:
