@@ -112,7 +112,7 @@ def _gather_environment(manifest: dict[str, Any]) -> Environment:
 
 
 def _host_info() -> HostInfo:
-    from workflows.run_dir import host_facts
+    from contracts.run_dir import host_facts
 
     return HostInfo(**host_facts())
 

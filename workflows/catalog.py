@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from workflows.model_spec import (
+from contracts.model_spec import (
     REPO_ROOT,
     DeviceModelSpec,
     DeviceType,

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from workflows.catalog import Catalog, render_tt_config
-from workflows.model_spec import DeviceType, InferenceEngine, ModelSpec
-from workflows.workflow_args import (
+from contracts.model_spec import DeviceType, InferenceEngine, ModelSpec
+from contracts.workflow_args import (
     NOT_YET_AVAILABLE,
     WorkflowArgsError,
     WorkflowType,

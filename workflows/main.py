@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Sequence
 
 from workflows.cli import UsageError, cli_args_record, parse_args, resolve_spec
-from workflows.model_spec import REPO_ROOT, ModelSpec
-from workflows.run_dir import Manifest, RunDirectory, default_runs_root, host_facts, make_run_id
-from workflows.workflow_args import WorkflowType
+from contracts.model_spec import REPO_ROOT, ModelSpec
+from contracts.run_dir import Manifest, RunDirectory, default_runs_root, host_facts, make_run_id
+from contracts.workflow_args import WorkflowType
 
 DOTENV_PATH = REPO_ROOT / ".env"
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from workflows.model_spec import REPO_ROOT, ModelSpec
-from workflows.run_dir import RunDirectory, collect_outputs
-from workflows.workflow_args import NOT_YET_AVAILABLE, RELEASE_SEQUENCE, WorkflowType
+from contracts.model_spec import REPO_ROOT, ModelSpec
+from contracts.run_dir import RunDirectory, collect_outputs
+from contracts.workflow_args import NOT_YET_AVAILABLE, RELEASE_SEQUENCE, WorkflowType
 
 CLIENT_SCRIPTS = {
     WorkflowType.BENCHMARKS: ("benchmarks", "benchmarking/run_benchmarks.py"),

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from workflows.catalog import expand_targets, load_catalog, load_perf_references
-from workflows.model_spec import DeviceType, ModelSpec, docker_image_tag, infer_param_count, model_id_for
+from contracts.model_spec import DeviceType, ModelSpec, docker_image_tag, infer_param_count, model_id_for
 
 CATALOG = load_catalog()
 

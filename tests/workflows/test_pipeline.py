@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from workflows.pipeline import client_sequence, needs_server
-from workflows.workflow_args import WorkflowType
+from contracts.workflow_args import WorkflowType
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from workflows.run_dir import Manifest, RunDirectory, collect_outputs, make_run_id
+from contracts.run_dir import Manifest, RunDirectory, collect_outputs, make_run_id
 
 
 def test_run_id_format() -> None:
