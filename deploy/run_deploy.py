@@ -1,0 +1,150 @@
+"""Deploy client workflow: render one spec into Kubernetes manifests and a Helm chart, validated offline.
+
+Contract (docs/architecture.md, "Client workflow contract"):
+
+    python deploy/run_deploy.py --run-dir RUN_DIR --model-spec-json PATH --workflow-args-json '{"target": "k8s"}'
+
+Writes under ``RUN_DIR/deploy/``: ``k8s/NN-<kind>.yaml`` (apply in order) and ``k8s/all.yaml``,
+``helm/<chart>/`` (Chart.yaml, values.yaml, templates/), and ``README.txt`` (the Secret command and
+the apply commands). Every object is validated against the Kubernetes JSON schemas that
+kubernetes-validate ships (strict: unknown fields are errors), so nothing here needs a cluster.
+Exit 0: rendered and valid; 1: a rendered object is invalid (a bug: the message names it);
+2: bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: import from the repo root
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from contracts.model_spec import ModelSpec, project_version  # noqa: E402
+from deploy.k8s import DeployError, DeployOptions, render_manifests, secret_command  # noqa: E402
+
+KUBERNETES_VERSION = "1.33.0"
+TARGETS = ("k8s",)
+# key -> one-line help (the orchestrator validates --workflow-args against these keys)
+WORKFLOW_ARG_HELP: dict[str, str] = {
+    "target": "k8s (default): what to render",
+    "namespace": "namespace of every object (default: default)",
+    "replicas": "server replicas (default 1)",
+    "tt_devices": "plugin (default: tenstorrent.com/<board> resources) | hostpath (/dev/tenstorrent mount)",
+    "hpa": "true: add a HorizontalPodAutoscaler on a per-pod Prometheus metric",
+    "hpa_metric": "the metric the autoscaler follows (default vllm:num_requests_waiting)",
+    "hpa_target": "average value per pod that triggers scaling (default 4)",
+    "hpa_max_replicas": "upper bound for the autoscaler (default 4)",
+    "job": "benchmarks (default) | evals | none: the client Job run against the Service",
+    "mode": "smoke (default) | ci | full: the client Job's size",
+    "client_image": "image with run.py for the client Job (default tt-inference-server-client:VERSION)",
+    "weights_pvc": "an existing PersistentVolumeClaim with the weights (default: one is rendered)",
+    "storage_class": "storage class of the rendered weights claim",
+}
+WORKFLOW_ARG_KEYS = frozenset(WORKFLOW_ARG_HELP)
+
+
+def log(msg: str) -> None:
+    print(f"[deploy] {msg}", flush=True)
+
+
+def default_client_image() -> str:
+    return f"ghcr.io/tenstorrent/tt-inference-server/tt-inference-server-client:{project_version()}"
+
+
+def validate(objects: list[dict]) -> list[str]:
+    """One line per invalid object (empty when all are valid)."""
+    import kubernetes_validate
+
+    problems = []
+    for obj in objects:
+        try:
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.path) or "(top)"
+            problems.append(f"{obj['kind']} {obj['metadata']['name']}: {where}: {exc.message}")
+    return problems
+
+
+def write_manifests(out: Path, objects: list[dict]) -> list[Path]:
+    import yaml
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for index, obj in enumerate(objects, 1):
+        path = out / f"{index:02d}-{obj['kind'].lower()}.yaml"
+        path.write_text(yaml.safe_dump(obj, sort_keys=False, width=1000))
+        paths.append(path)
+    all_path = out / "all.yaml"
+    all_path.write_text(yaml.safe_dump_all(objects, sort_keys=False, width=1000))
+    return [*paths, all_path]
+
+
+def write_chart(out: Path, files: dict[str, str]) -> list[Path]:
+    paths = []
+    for rel, text in files.items():
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        paths.append(path)
+    return paths
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--run-dir", required=True, type=Path)
+    p.add_argument("--model-spec-json", required=True, type=Path)
+    p.add_argument("--workflow-args-json", default="{}")
+    p.add_argument("--server-url", default=None, help="ignored: deploy renders, it talks to no server")
+    p.add_argument("--disable-trace-capture", action="store_true", help="ignored")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        workflow_args = json.loads(args.workflow_args_json)
+        spec = ModelSpec.read(args.model_spec_json)
+        target = workflow_args.get("target", "k8s")
+        if target not in TARGETS:
+            raise DeployError(f"target={target!r} is not one of {', '.join(TARGETS)}")
+        unknown = sorted(set(workflow_args) - WORKFLOW_ARG_KEYS - {"mode"})
+        if unknown:
+            raise DeployError(f"unknown deploy workflow arg(s): {', '.join(unknown)}")
+        options = DeployOptions.from_workflow_args(workflow_args, client_image=default_client_image())
+    except (DeployError, ValueError, OSError, KeyError) as exc:
+        print(f"deploy: {exc}", file=sys.stderr)
+        return 2
+    from deploy.helm import render_chart
+
+    objects = render_manifests(spec, options)
+    problems = validate(objects)
+    if problems:
+        for line in problems:
+            log(f"INVALID {line}")
+        log(f"{len(problems)} rendered object(s) fail the Kubernetes {KUBERNETES_VERSION} schemas")
+        return 1
+    out = args.run_dir / "deploy"
+    written = write_manifests(out / "k8s", objects)
+    chart_dir = out / "helm" / objects[0]["metadata"]["labels"]["app.kubernetes.io/name"]
+    written += write_chart(chart_dir, render_chart(spec, options))
+    readme = out / "README.txt"
+    readme.write_text(
+        f"{spec.model_name} on {spec.device_type.value}: Kubernetes objects validated against {KUBERNETES_VERSION}.\n\n"
+        f"1. Create the Secret the pods read (values from your shell, never from a file):\n"
+        f"   {secret_command(spec, options)}\n"
+        f"2. Put the weights on the claim the Deployment mounts, then apply:\n"
+        f"   kubectl apply -f {out / 'k8s' / 'all.yaml'}\n"
+        f"   or: helm install {chart_dir.name} {chart_dir} -n {options.namespace}\n")
+    written.append(readme)
+    rel = [str(p.relative_to(args.run_dir)) for p in written]
+    (out / "outputs.json").write_text(json.dumps({"outputs": rel}, indent=2) + "\n")
+    kinds = ", ".join(o["kind"] for o in objects)
+    log(f"rendered {len(objects)} valid object(s) ({kinds}) and a Helm chart into {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

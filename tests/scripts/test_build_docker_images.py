@@ -1,0 +1,117 @@
+"""scripts/build_docker_images.py: plans from the catalog, the tag-only-after-smoke rule, and (with a
+real Docker engine) the CPU images built from their Dockerfiles and smoke-tested through run.py."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workflows.catalog import load_catalog
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = REPO_ROOT / "scripts" / "build_docker_images.py"
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("build_docker_images", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+bdi = _load_script()
+
+
+@pytest.fixture(scope="module")
+def specs():
+    return list(load_catalog().specs.values())
+
+
+def test_every_spec_gets_a_recipe_or_an_upstream_note(specs):
+    plans, notes = bdi.plan_builds(specs)
+    planned = {s.model_id for p in plans for s in p.specs}
+    noted = {n.split(":")[0] for n in notes}
+    assert planned | noted == {s.model_id for s in specs} and not planned & noted
+    for plan in plans:
+        assert {s.docker_image for s in plan.specs} == {plan.tag}   # one plan per catalog tag
+        assert (REPO_ROOT / plan.recipe.dockerfile).is_file(), plan.recipe.dockerfile
+        for rel in plan.recipe.context:
+            assert (REPO_ROOT / rel).exists(), rel
+    assert all(n.endswith("(pulled, not built)") for n in notes)
+
+
+def test_dry_run_prints_tag_labels_and_commits_without_docker(capsys):
+    env_without_docker = {"PATH": "/nonexistent"}
+    assert bdi.main(["--model", "Llama-3.1-8B-Instruct", "--device", "t3k", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    spec = [s for s in load_catalog().specs.values() if s.model_name == "Llama-3.1-8B-Instruct"
+            and s.device_type.value == "t3k" and s.device_model_spec.default_impl][0]
+    assert f"image {spec.docker_image}" in out
+    assert f'"TT_METAL_COMMIT": "{spec.tt_metal_commit}"' in out
+    assert '"org.opencontainers.image.version": ' in out and "NOT BUILT HERE" in out
+    assert env_without_docker  # nothing above needed a docker binary
+
+
+def test_a_failed_smoke_test_never_tags_the_image(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(bdi, "ensure_base_image", lambda: ("base:1", "test"))
+    monkeypatch.setattr(bdi, "serve_local_wheels", lambda: contextlib.nullcontext(""))
+    monkeypatch.setattr(bdi, "build", lambda plan, base, links: 1.0)
+    monkeypatch.setattr(bdi, "docker", lambda *args, **kw: calls.append(args))
+
+    def failing_smoke(plan, run_dir):
+        raise bdi.BuildError("server never became ready")
+
+    monkeypatch.setattr(bdi, "smoke_test", failing_smoke)
+    code = bdi.main(["--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--output-dir", str(tmp_path)])
+    assert code == 1
+    assert not any(args and args[0] == "tag" for args in calls)
+
+    monkeypatch.setattr(bdi, "smoke_test", lambda plan, run_dir: "completion 'Paris'")
+    assert bdi.main(["--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--output-dir", str(tmp_path)]) == 0
+    tags = [args for args in calls if args and args[0] == "tag"]
+    assert len(tags) == 1 and tags[0][1].rpartition(":")[2].startswith("candidate-")
+
+
+def test_build_context_holds_only_what_the_dockerfile_copies(tmp_path):
+    context = bdi.build_context(bdi.RECIPES["vllm-cpu"], tmp_path)
+    files = sorted(str(p.relative_to(context)) for p in context.rglob("*") if p.is_file())
+    assert files == ["VERSION", "build-ca.crt", "requirements/engine-vllm-cpu.nodeps.txt",
+                     "requirements/engine-vllm-cpu.txt", "vllm-tt-metal/src/run_vllm_api_server.py",
+                     "vllm-tt-metal/vllm.cpu.Dockerfile"]
+
+
+def _docker_ready() -> bool:
+    if not shutil.which("docker"):
+        return False
+    return subprocess.run(["docker", "version", "-f", "{{.Server.Version}}"], capture_output=True).returncode == 0
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+@pytest.mark.slow
+def test_cpu_images_build_from_their_dockerfiles_and_pass_the_smoke_test(tmp_path):
+    """Real engine: debootstrap base (cached), docker build, run.py --docker-server, one request, tag."""
+    if not _docker_ready():
+        if os.environ.get("REQUIRE_DOCKER") == "1":
+            pytest.fail("REQUIRE_DOCKER=1 but no Docker engine is reachable")
+        pytest.skip("no Docker engine reachable")
+    env = {k: v for k, v in os.environ.items() if k != "TT_DOCKER_EXTRA_MOUNTS"}
+    result = subprocess.run([sys.executable, str(SCRIPT), "--cpu-images", "--output-dir", str(tmp_path)],
+                            capture_output=True, text=True, env=env, timeout=3000)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    plans, _ = bdi.plan_builds([s for s in load_catalog().specs.values() if s.device_type.value == "cpu"])
+    for plan in plans:
+        assert f"tagged {plan.tag}" in output
+        inspect = subprocess.run(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", plan.tag],
+                                 capture_output=True, text=True)
+        assert inspect.returncode == 0 and plan.recipe.name in inspect.stdout
