@@ -12,7 +12,6 @@ import os
 import sys
 
 MIN_PYTHON = (3, 10)
-REPO_ROOT = os.path.dirname(os.path.abspath(__file__))
 IN_VENV_MARKER = "TT_INFERENCE_ORCHESTRATOR"
 
 
@@ -37,7 +36,7 @@ def main():
         print(f"run.py: error: needs Python >= {MIN_PYTHON[0]}.{MIN_PYTHON[1]}, this is "
               f"{sys.version_info[0]}.{sys.version_info[1]}", file=sys.stderr)
         return 2
-    sys.path.insert(0, REPO_ROOT)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the repository: workflows/, contracts/
     argv = sys.argv[1:]
     if os.environ.get(IN_VENV_MARKER) != sys.prefix:
         return _bootstrap_and_reexec(argv)

@@ -28,11 +28,14 @@ WORKFLOW_ARG_HELP: dict[str, str] = {
     "warmup_requests": "requests per point sent before measuring and excluded from stats (default 0)",
     "num_prompts": "override the prompt count of every point",
     "request_timeout_s": "per-request total timeout (default 1800)",
-    "stall_timeout_s": "max silence between chunks before a request is a timeout (default 300)",
+    "stall_timeout_s": "max silence (no headers / no chunk) before a request fails as a stall "
+                       "(default: smoke 60, ci and full 300); must be below point_budget_s",
     "seed": "random seed for prompts and arrivals (default 0)",
 }
 WORKFLOW_ARG_KEYS: frozenset[str] = frozenset(WORKFLOW_ARG_HELP)
 MODES = ("smoke", "ci", "full")
+# a smoke run is minutes long: a silent server must not hold it for 5 minutes per step
+DEFAULT_STALL_TIMEOUT_S = {"smoke": 60.0, "ci": 300.0, "full": 300.0}
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 
 
@@ -189,4 +192,10 @@ def parse_workflow_args(raw: dict) -> BenchArgs:
             args.num_prompts = _int(key, value, minimum=1)
         elif key == "seed":
             args.seed = _int(key, value)
+    if "stall_timeout_s" not in raw:
+        args.stall_timeout_s = DEFAULT_STALL_TIMEOUT_S[args.mode]
+    if args.point_budget_s is not None and args.point_budget_s <= args.stall_timeout_s:
+        raise BenchArgError(f"point_budget_s={args.point_budget_s:g} must exceed stall_timeout_s="
+                            f"{args.stall_timeout_s:g}: a budget that ends first cuts a stalled request "
+                            "before it can be called a stall")
     return args

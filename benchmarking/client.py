@@ -7,11 +7,11 @@ resumes, after every other stream's work in the same loop turn. This client is a
 protocol on asyncio (uvloop when installed): the send time is taken right before the request bytes
 are written, and each read is stamped first thing in ``data_received``; nothing else happens per
 chunk except de-chunking. Parsing is deferred to ``sse.finish_record`` after the response ended.
-An aiohttp transport (``aiohttp_transport.AiohttpTransport``, same record semantics) is kept for
-cross-checks and for servers that need what only a full client does (proxies, redirects).
 
-Timeouts (total per request, and silence between reads) are enforced by one watchdog per
-transport instead of a timer per chunk.
+Timeouts are enforced by one watchdog per transport instead of a timer per chunk: a request that
+runs longer than ``request_timeout_s`` fails as ``timeout``; one that receives nothing for
+``stall_timeout_s`` (no headers, or no chunk since the last one) fails as ``stall``, with the URL
+and the silence in its error text.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from benchmarking.metrics import RequestRecord
 from benchmarking.sse import finish_record
+from contracts.openai_http import bearer_headers
 
 _perf = time.perf_counter
 
@@ -217,14 +218,16 @@ class RawTransport:
         self.ssl = ssl.create_default_context() if u.scheme == "https" else None
         self.prefix = u.path.rstrip("/")
         self.host_header = u.netloc
+        self.header_lines = "".join(f"{k}: {v}\r\n" for k, v in bearer_headers(cfg.api_key).items())
+        self.url = f"{cfg.base_url.rstrip('/')}{cfg.endpoint}"
         self.idle: list[_Conn] = []
         self.active: set[_Conn] = set()
         self._watchdog: asyncio.Task | None = None
+        self.last_answer = 0.0  # perf_counter of the last chunk of the last request that completed
 
     def request_bytes(self, path: str, body: bytes, request_id: str) -> bytes:
-        auth = f"Authorization: Bearer {self.cfg.api_key}\r\n" if self.cfg.api_key else ""
         return (f"POST {self.prefix}{path} HTTP/1.1\r\nHost: {self.host_header}\r\n"
-                f"Content-Type: application/json\r\nAccept: text/event-stream\r\n{auth}"
+                f"Content-Type: application/json\r\nAccept: text/event-stream\r\n{self.header_lines}"
                 f"x-request-id: {request_id}\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
 
     async def _acquire(self) -> _Conn:
@@ -254,7 +257,13 @@ class RawTransport:
                 if now - conn.t_send > cfg.request_timeout_s:
                     conn.fail("timeout", f"request exceeded {cfg.request_timeout_s:g} s")
                 elif now - conn.last_activity > cfg.stall_timeout_s:
-                    conn.fail("timeout", f"no data for {cfg.stall_timeout_s:g} s")
+                    got = "after its headers" if conn.status else "before any response"
+                    conn.fail("stall", f"no data for {cfg.stall_timeout_s:g} s {got} from {self.url}")
+
+    def server_silent(self) -> bool:
+        """No payload arrived on any connection, and no request completed, for a whole stall timeout."""
+        recent = max([self.last_answer] + [c.stamps[-1] for c in list(self.active) if c.stamps])
+        return _perf() - recent >= self.cfg.stall_timeout_s
 
     def abort_all(self, cls: str, msg: str) -> None:
         """Fail every in-flight request (used when a point's time budget runs out)."""
@@ -282,6 +291,8 @@ class RawTransport:
         rec.status = conn.status
         rec.server_request_id = conn.headers.get("x-request-id")
         parts, stamps = conn.parts, conn.stamps
+        if stamps:
+            self.last_answer = max(self.last_answer, stamps[-1])
         if conn.reusable and not conn.closed:
             self.idle.append(conn)
         else:

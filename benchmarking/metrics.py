@@ -1,15 +1,19 @@
 """Metric math over per-request records (stdlib only, so the report and tests can reuse it).
 
-Definitions follow vLLM's `bench serve` (peers §1/§7) so our numbers are comparable key-for-key;
-each key's definition is in ``metrics_legend.LEGEND``. Percentiles use linear interpolation
-between closest ranks (numpy's default), std is the population std (numpy's default), and an
-empty sample gives 0.0 like vLLM does, so a file from either tool reads the same.
+Definitions follow vLLM's `bench serve` so our numbers are comparable key for key; each key's
+definition is the description of its field on ``point_record.BenchMetrics``. Percentiles use
+linear interpolation between closest ranks (numpy's default) and std is the population std
+(numpy's default). An empty sample gives null, not 0.0: a point where nothing completed has no
+latency, and a judge must not read 0 ms as a fast answer. Derived figures (throughputs per user,
+decode/prefill, error rate) are computed by the record (``BenchMetrics.derive``), not here.
 """
 from __future__ import annotations
 
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+
+from benchmarking.point_record import BenchMetrics, PointParams
 
 
 @dataclass
@@ -80,31 +84,29 @@ def percentile(values: list[float], pct: float) -> float:
 def _stats(name: str, values_s: list[float], percentiles: list[float], out: dict) -> None:
     vals = [v * 1000.0 for v in values_s]
     n = len(vals)
-    mean = sum(vals) / n if n else 0.0
+    mean = sum(vals) / n if n else None
     out[f"mean_{name}_ms"] = mean
-    out[f"median_{name}_ms"] = percentile(vals, 50)
-    out[f"std_{name}_ms"] = math.sqrt(sum((v - mean) ** 2 for v in vals) / n) if n else 0.0
+    out[f"median_{name}_ms"] = percentile(vals, 50) if n else None
+    out[f"std_{name}_ms"] = math.sqrt(sum((v - mean) ** 2 for v in vals) / n) if n else None
     for p in percentiles:
-        out[f"p{p:g}_{name}_ms"] = percentile(vals, p)
+        out[f"p{p:g}_{name}_ms"] = percentile(vals, p) if n else None
 
 
 def compute_metrics(records: list[RequestRecord], duration: float, *, isl: int, osl: int,
                     max_concurrency: int, num_prompts: int, percentiles: list[float],
                     goodput: dict[str, float] | None = None) -> dict:
-    """Summary metrics of one point from its measured (non-warm-up) request records."""
+    """Summary metrics of one point from its measured (non-warm-up) request records.
+
+    Returns the ``BenchMetrics`` dict: the measured figures from here, the derived ones filled
+    by the record (``BenchMetrics.derive``)."""
     measured = [r for r in records if not r.warmup]
     ok = [r for r in measured if r.success]
     failed = [r for r in measured if not r.success]
     total_in = sum(r.input_tokens if r.input_tokens is not None else r.prompt_len for r in ok)
     total_out = sum(r.output_tokens or 0 for r in ok)
-    dur = duration if duration > 0 else float("nan")
-
     m: dict = {
         "duration": duration, "completed": len(ok), "failed": len(failed),
         "total_input_tokens": total_in, "total_output_tokens": total_out,
-        "request_throughput": len(ok) / dur if ok else 0.0,
-        "output_throughput": total_out / dur if ok else 0.0,
-        "total_token_throughput": (total_in + total_out) / dur if ok else 0.0,
     }
     ttfts = [r.ttft for r in ok]
     tpots = [t for t in (r.tpot for r in ok) if t is not None]
@@ -119,16 +121,10 @@ def compute_metrics(records: list[RequestRecord], duration: float, *, isl: int, 
             checks = {"ttft": r.ttft, "tpot": r.tpot or 0.0, "e2el": r.latency}
             if all(checks[k] * 1000.0 <= slo for k, slo in goodput.items()):
                 good += 1
-        m["request_goodput"] = good / dur if ok else 0.0
+        m["request_goodput"] = good / duration if ok and duration > 0 else 0.0
     else:
         m["request_goodput"] = None
 
-    mean_tpot = m["mean_tpot_ms"]
-    mean_ttft = m["mean_ttft_ms"]
-    users = min(max_concurrency, num_prompts)
-    m["tput_user"] = 1000.0 / mean_tpot if mean_tpot > 0 else None
-    m["decode_throughput"] = m["tput_user"] * users if m["tput_user"] is not None else None
-    m["prefill_throughput"] = isl * users / (mean_ttft / 1000.0) if mean_ttft > 0 else None
     nonempty = [r.ttft_nonempty for r in ok if r.ttft_nonempty is not None]
     m["mean_ttft_first_nonempty_ms"] = sum(nonempty) * 1000.0 / len(nonempty) if nonempty else None
     m["failures_by_class"] = dict(sorted(Counter(r.error_class or "other" for r in failed).items()))
@@ -139,4 +135,6 @@ def compute_metrics(records: list[RequestRecord], duration: float, *, isl: int, 
              if r.input_token_source == "usage" and r.input_tokens is not None]
     m["input_token_drift"] = sum(drift) / len(drift) if drift else None
     m["chunks_total"] = sum(len(r.chunk_times) for r in ok)
-    return m
+    metrics = BenchMetrics.from_dict(m)
+    metrics.derive(PointParams(isl=isl, osl=osl, max_concurrency=max_concurrency, num_prompts=num_prompts))
+    return metrics.to_dict()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import urllib.request
 
+from contracts.openai_http import bearer_headers
+
 
 def parse_prometheus(text: str) -> dict[str, float]:
     """{'name{labels}': value} for every sample line (comments and bad lines skipped)."""
@@ -34,9 +36,7 @@ def parse_prometheus(text: str) -> dict[str, float]:
 
 def fetch_metrics(base_url: str, api_key: str | None = None, timeout: float = 10.0) -> dict[str, float] | None:
     """Snapshot of the server's /metrics, or None when it has none."""
-    req = urllib.request.Request(base_url.rstrip("/") + "/metrics")
-    if api_key:
-        req.add_header("Authorization", f"Bearer {api_key}")
+    req = urllib.request.Request(base_url.rstrip("/") + "/metrics", headers=bearer_headers(api_key))
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             if resp.status != 200:

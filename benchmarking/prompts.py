@@ -15,6 +15,8 @@ import random
 import urllib.request
 from dataclasses import dataclass
 
+from contracts.openai_http import bearer_headers
+
 _WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november "
           "oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu river stone "
           "cloud paper light north field green window silver market garden winter").split()
@@ -61,9 +63,7 @@ class ServerTokenizer:
         self.encode("probe")  # fail early when the server has no /tokenize
 
     def _post(self, path: str, body: dict) -> dict:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
+        headers = {"Content-Type": "application/json", **bearer_headers(self.api_key)}
         req = urllib.request.Request(self.base_url + path, json.dumps(body).encode(), headers)
         with urllib.request.urlopen(req, timeout=60) as resp:
             return json.loads(resp.read())
@@ -162,7 +162,7 @@ def jsonl_prompts(path: str, n: int, tok=None) -> list[Prompt]:
     return out
 
 
-def request_body(prompt: str, osl: int, model: str, chat: bool, exact_output: bool = True) -> bytes:
+def request_body(prompt: str, osl: int, model: str, chat: bool) -> bytes:
     """Streaming request that asks for exactly `osl` tokens (ignore_eos + min_tokens, vLLM extras)."""
     body: dict = {"model": model, "max_tokens": osl, "temperature": 0.0, "stream": True,
                   "stream_options": {"include_usage": True}}
@@ -170,7 +170,6 @@ def request_body(prompt: str, osl: int, model: str, chat: bool, exact_output: bo
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
-    if exact_output:
-        body["ignore_eos"] = True
-        body["min_tokens"] = osl
+    body["ignore_eos"] = True
+    body["min_tokens"] = osl
     return json.dumps(body, separators=(",", ":")).encode()

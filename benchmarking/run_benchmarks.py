@@ -5,9 +5,12 @@
 
 Writes RUN_DIR/benchmarks/point_isl-*_osl-*_con-*_n-*.json (schema tt-bench-point/1), a
 `.requests.jsonl` beside each (one row per request, warm-up rows flagged), a `.prom.json` with
-/metrics snapshots when the server has them, and outputs.json. A point whose summary already
-exists is skipped (resume). Exit 0 when every point ran and completed at least one request, 1 when
-some point failed entirely or was cut by the sweep budget (the others are kept), 2 on bad input.
+/metrics snapshots when the server has them, and outputs.json. A point whose complete summary
+already exists is skipped (resume); one written partial by an interrupt is measured again. Exit 0
+when every point ran and completed at least one request, 1 when some point failed entirely, was cut
+by the sweep budget or not run because the server went silent (the others are kept), 2 on bad
+input, 128+N on signal N (the interrupted point is kept as partial). Stop rules, budgets and the
+closing lines: benchmarking/run_control.py.
 
 Importing this module is stdlib-only (the orchestrator reads WORKFLOW_ARG_KEYS from it); the
 client and tokenizer are imported when main() runs.
@@ -18,6 +21,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import signal
 import sys
 import time
 
@@ -25,12 +29,15 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarking.bench_args import WORKFLOW_ARG_KEYS, BenchArgError, BenchArgs, parse_workflow_args  # noqa: E402
+from benchmarking.point_record import BenchMetrics, BenchPoint, PointParams  # noqa: E402
+from contracts.typed_record import RecordError  # noqa: E402
+from benchmarking import run_control  # noqa: E402
 from benchmarking.sweeps import Point, build_points  # noqa: E402
 
 __all__ = ["WORKFLOW_ARG_KEYS", "main"]
-SCHEMA = "tt-bench-point/1"
 # default budgets (s) per mode: (per point, whole sweep); workflow args override
 DEFAULT_BUDGETS = {"smoke": (120.0, 600.0), "ci": (900.0, 3600.0), "full": (7200.0, None)}
+STOP = run_control.StopSignals()  # SIGINT/SIGTERM seen by this process (handlers installed by main)
 
 
 def _now() -> str:
@@ -94,18 +101,12 @@ def _items(ctx: Context, prompts, osl: int):
     return [WorkItem(request_body(p.text, osl, ctx.model, chat), p.token_len or p.intended_len, osl) for p in prompts]
 
 
-def warm_up(ctx: Context, pairs: list[tuple[int, int]]) -> None:
-    """One exact-length streaming completion per (isl, osl): trace capture on Tenstorrent servers."""
-    from benchmarking.runner import run_point
-    for isl, osl in pairs:
-        items = _items(ctx, _prompts(ctx, isl, 1, seed=10_000 + isl), osl)
-        run = run_point(ctx.client_config(), items, [0.0], 1, id_prefix=f"tt-warmup-isl{isl}-osl{osl}")
-        rec = run.records[0]
-        if rec.success:
-            tpot = f"{rec.tpot * 1000:.1f} ms" if rec.tpot else "n/a"
-            _log(f"warm-up isl={isl} osl={osl}: ttft {rec.ttft * 1000:.1f} ms, tpot {tpot}")
-        else:
-            _log(f"warm-up isl={isl} osl={osl} failed ({rec.error_class}): {rec.error}")
+def warm_up(ctx: Context, pairs: list[tuple[int, int]]) -> str | None:
+    """Trace capture (benchmarking.trace_capture, the one warm-up routine) when run without the
+    orchestrator. Returns "silent" when the server stalled or refused (the run cannot go on), else None."""
+    from benchmarking.trace_capture import warm_up as capture
+    outcomes = capture(ctx.client_config(), pairs, ctx.tokenizer, log=_log)
+    return "silent" if any(o.silent for o in outcomes) else None
 
 
 def _prompt_check(ctx: Context, prompts) -> dict:
@@ -122,7 +123,6 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     from benchmarking.arrivals import release_offsets
     from benchmarking.metrics import compute_metrics
     from benchmarking.runner import run_point
-    from benchmarking.targets import judge
     b = ctx.bench
     stem = os.path.join(ctx.out_dir, point.stem)
     prompts = _prompts(ctx, point.isl, point.num_prompts + b.warmup_requests, seed=b.seed + point.isl * 7 + point.osl)
@@ -133,10 +133,13 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     before = prom.fetch_metrics(ctx.base_url, ctx.api_key)
     started = _now()
     run = run_point(ctx.client_config(), items, offsets, point.max_concurrency, warm, budget_s,
-                    id_prefix=f"tt-{point.isl}-{point.osl}-{point.max_concurrency}")
+                    id_prefix=f"tt-{point.isl}-{point.osl}-{point.max_concurrency}", stop_on_signals=True,
+                    pending_signal=lambda: STOP.signum)
     ended = _now()
-    after = prom.fetch_metrics(ctx.base_url, ctx.api_key) if before is not None else None
-    metrics = compute_metrics(run.records, run.duration, isl=point.isl, osl=point.osl,
+    after = prom.fetch_metrics(ctx.base_url, ctx.api_key) if before is not None and not run.interrupted else None
+    # requests cut by a signal are not the server's failures: the point is partial, not failed
+    finished = [r for r in run.records if r.error_class != "interrupted"]
+    metrics = compute_metrics(finished, run.duration, isl=point.isl, osl=point.osl,
                               max_concurrency=point.max_concurrency, num_prompts=point.num_prompts,
                               percentiles=b.percentiles, goodput=b.goodput or None)
     warnings = []
@@ -147,39 +150,59 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
         warnings.append(f"prompt length drift up to {check['max_abs_drift']} tokens after decode/re-encode")
     if run.budget_exhausted:
         warnings.append(f"point budget {budget_s:.0f} s ran out; {run.not_sent} requests never sent")
+    interrupted = signal.Signals(run.interrupted).name if run.interrupted else None
+    STOP.signum = STOP.signum or run.interrupted
+    if interrupted:
+        warnings.append(f"interrupted by {interrupted}: partial point, {sum(1 for r in finished if not r.warmup)} "
+                        f"of {point.num_prompts} requests finished, {run.not_sent} never sent")
+    stalls = sum(1 for r in finished if r.error_class == "stall")
+    if stalls:
+        warnings.append(run_control.stall_line(f"point {point.stem}", f"{ctx.base_url}{b.endpoint}",
+                                               b.stall_timeout_s, stalls)
+                        + (f"; {run.not_sent} request(s) not sent" if run.stopped_by == "stall" else ""))
     for w in warnings:
         _log(f"WARNING {point.stem}: {w}")
 
     requests_path = stem + ".requests.jsonl"
-    _atomic_write(requests_path, "".join(json.dumps(r.to_json()) + "\n" for r in run.records))
+    _atomic_write(requests_path, "".join(json.dumps(r.to_json()) + "\n" for r in finished))
     server_metrics = None
     if before is not None and after is not None:
         d = prom.delta(before, after)
         _atomic_write(stem + ".prom.json", json.dumps({"before": before, "after": after, "delta": d}))
         server_metrics = {"file": ctx.rel(stem + ".prom.json"), "delta": prom.headline(d)}
-    record = {
-        "schema": SCHEMA, "model_id": ctx.model_id, "served_model_name": ctx.model, "tool": "tt-bench",
-        "point": {"isl": point.isl, "osl": point.osl, "max_concurrency": point.max_concurrency,
-                  "num_prompts": point.num_prompts,
-                  "request_rate": "inf" if b.request_rate == float("inf") else b.request_rate,
-                  "burstiness": b.burstiness, "ramp": list(b.ramp) if b.ramp else None,
-                  "endpoint": b.endpoint, "dataset": b.dataset, "source": point.source,
-                  "warmup_requests": b.warmup_requests},
-        "started": started, "ended": ended,
-        "metrics": metrics, "targets": judge(metrics, point.targets),
-        "requests_file": ctx.rel(requests_path),
-        "prompt_check": check, "percentiles": b.percentiles, "goodput_slos": b.goodput or None,
-        "budget_exhausted": run.budget_exhausted, "not_sent": run.not_sent,
-        "server_metrics": server_metrics, "warnings": warnings,
-    }
-    _atomic_write(stem + ".json", json.dumps(record, indent=1))  # written last: its presence means done
-    return record
+    record = BenchPoint(
+        model_id=ctx.model_id, served_model_name=ctx.model, tool="tt-bench",
+        point=_point_params(point, b, dataset=b.dataset, ramp=list(b.ramp) if b.ramp else None,
+                            warmup_requests=b.warmup_requests),
+        started=started, ended=ended, metrics=BenchMetrics.from_dict(metrics),
+        requests_file=ctx.rel(requests_path), prompt_check=check, percentiles=b.percentiles,
+        goodput_slos=b.goodput or None, budget_exhausted=run.budget_exhausted, not_sent=run.not_sent,
+        server_metrics=server_metrics, warnings=warnings, interrupted=interrupted, complete=interrupted is None)
+    _judge(ctx, point, record)
+    record.write(stem + ".json")  # written last: its presence means done
+    return record.to_dict()
+
+
+def _point_params(point: Point, b: BenchArgs, **extra) -> PointParams:
+    return PointParams(isl=point.isl, osl=point.osl, max_concurrency=point.max_concurrency,
+                       num_prompts=point.num_prompts,
+                       request_rate="inf" if b.request_rate == float("inf") else b.request_rate,
+                       burstiness=b.burstiness, endpoint=b.endpoint, source=point.source, **extra)
+
+
+def _judge(ctx: Context, point: Point, record: BenchPoint) -> None:
+    """The release judge's verdict per tier on this point (reports.acceptance.check_tier, the same
+    function the report uses), stored with the point for the console table."""
+    from reports.acceptance import check_tier, max_error_rate, required_tiers
+    allowed, _ = max_error_rate(ctx.spec)
+    required = required_tiers(ctx.spec.get("status"))
+    record.targets = {tier: check_tier(tier, tier in required, targets, record, allowed).to_dict()
+                      for tier, targets in (point.targets or {}).items() if isinstance(targets, dict)}
 
 
 def run_vllm_point(ctx: Context, point: Point, python: str, budget_s: float | None) -> dict | None:
     """Same point through `vllm bench serve`; saved as <stem>.vllm-bench.json in our schema."""
     from benchmarking import vllm_tool
-    from benchmarking.targets import judge
     b = ctx.bench
     raw_dir = os.path.join(ctx.out_dir, "vllm_raw")
     os.makedirs(raw_dir, exist_ok=True)
@@ -203,30 +226,26 @@ def run_vllm_point(ctx: Context, point: Point, python: str, budget_s: float | No
         return None
     with open(raw_path) as fh:
         raw = json.load(fh)
-    metrics = vllm_tool.to_point_metrics(raw, point.isl, point.max_concurrency, point.num_prompts)
-    record = {"schema": SCHEMA, "model_id": ctx.model_id, "served_model_name": ctx.model, "tool": "vllm-bench",
-              "point": {"isl": point.isl, "osl": point.osl, "max_concurrency": point.max_concurrency,
-                        "num_prompts": point.num_prompts,
-                        "request_rate": "inf" if b.request_rate == float("inf") else b.request_rate,
-                        "burstiness": b.burstiness, "endpoint": b.endpoint, "dataset": "random",
-                        "source": point.source},
-              "started": started, "ended": _now(), "metrics": metrics, "targets": judge(metrics, point.targets),
-              "requests_file": None, "raw_file": ctx.rel(raw_path), "command": " ".join(cmd[:2] + ["<shim>"] + cmd[3:])}
-    _atomic_write(os.path.join(ctx.out_dir, point.stem + ".vllm-bench.json"), json.dumps(record, indent=1))
-    return record
+    record = BenchPoint(
+        model_id=ctx.model_id, served_model_name=ctx.model, tool="vllm-bench",
+        point=_point_params(point, b, dataset="random"), started=started, ended=_now(),
+        metrics=BenchMetrics.from_dict(vllm_tool.to_point_metrics(raw)), requests_file=None,
+        raw_file=ctx.rel(raw_path), command=" ".join(cmd[:2] + ["<shim>"] + cmd[3:]))
+    _judge(ctx, point, record)
+    record.write(os.path.join(ctx.out_dir, point.stem + ".vllm-bench.json"))
+    return record.to_dict()
 
 
 def load_finished(path: str, point: Point, tool: str) -> dict | None:
-    """A previously written summary for exactly this point, or None (resume support)."""
+    """A previously written, complete summary for exactly this point, or None (resume support)."""
     try:
-        with open(path) as fh:
-            rec = json.load(fh)
-    except (OSError, ValueError):
+        rec = BenchPoint.read(path)
+    except RecordError:
         return None
-    p = rec.get("point") or {}
-    same = (p.get("isl"), p.get("osl"), p.get("max_concurrency"), p.get("num_prompts")) == \
+    p = rec.point
+    same = (p.isl, p.osl, p.max_concurrency, p.num_prompts) == \
         (point.isl, point.osl, point.max_concurrency, point.num_prompts)
-    return rec if rec.get("schema") == SCHEMA and rec.get("tool") == tool and same else None
+    return rec.to_dict() if rec.tool == tool and same and not rec.partial else None
 
 
 def _fmt(v, nd=1) -> str:
@@ -240,11 +259,8 @@ def print_table(records: list[dict]) -> None:
     rows = []
     for rec in records:
         m, p = rec["metrics"], rec["point"]
-        verdicts = []
-        for tier, t in (rec.get("targets") or {}).items():
-            passes = [t.get(k) for k in ("ttft_pass", "tput_user_pass", "tput_pass") if t.get(k) is not None]
-            if passes:
-                verdicts.append(f"{tier[0]}:{'ok' if all(passes) else 'MISS'}")
+        verdicts = [f"{tier[0]}:{'ok' if t.get('passed') else 'MISS'}"
+                    for tier, t in (rec.get("targets") or {}).items() if t.get("passed") is not None]
         rows.append((rec["tool"], str(p["isl"]), str(p["osl"]), str(p["max_concurrency"]), str(p["num_prompts"]),
                      str(m.get("completed")), str(m.get("failed")), _fmt(m.get("mean_ttft_ms")),
                      _fmt(m.get("mean_tpot_ms")), _fmt(m.get("tput_user"), 2), _fmt(m.get("decode_throughput")),
@@ -257,7 +273,7 @@ def print_table(records: list[dict]) -> None:
     for r in rows:
         print(line(r))
     print("TTFT: first chunk with non-empty choices; TPOT: (e2el-ttft)/(out-1); t/s/u = 1000/TPOT; "
-          "Decode = t/s/u x min(con, N); Prefill = ISL x min(con, N) / TTFT. Full legend: benchmarking/metrics_legend.py",
+          "Decode = t/s/u x min(con, N); Prefill = ISL x min(con, N) / TTFT. Full legend: benchmarking/point_record.py",
           flush=True)
 
 
@@ -295,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ERROR: dataset file not found: {bench.dataset_path}", file=sys.stderr)
         return 2
 
+    stop = STOP
+    stop.install()
     ctx = Context(a.run_dir, spec, bench, a.server_url, a.disable_trace_capture)
     os.makedirs(ctx.out_dir, exist_ok=True)
     from benchmarking.prompts import load_tokenizer
@@ -305,58 +323,102 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if ctx.tokenizer_note:
         _log(f"NOTE: {ctx.tokenizer_note}; prompts are whitespace words and lengths are unverified")
-    point_default, sweep_default = DEFAULT_BUDGETS[bench.mode]
-    sweep_budget = bench.budget_s or sweep_default
-    sweep_deadline = time.monotonic() + sweep_budget if sweep_budget else None
     _log(f"model {ctx.model} at {ctx.base_url}; mode {bench.mode}; {len(points)} point(s); "
-         f"tokenizer {getattr(ctx.tokenizer, 'source', 'none')}")
+         f"tokenizer {getattr(ctx.tokenizer, 'source', 'none')}; stall timeout {bench.stall_timeout_s:g} s")
     for p in points:
         _log(f"  point isl={p.isl} osl={p.osl} con={p.max_concurrency} n={p.num_prompts} ({p.source})")
+    return run_sweep(ctx, points, vllm_python, stop)
 
+
+def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: run_control.StopSignals) -> int:
+    """Warm up, then every point and tool in order; stops early on a signal or a silent server."""
+    bench = ctx.bench
+    point_default, sweep_default = DEFAULT_BUDGETS[bench.mode]
+    per_point = run_control.point_budget(bench.point_budget_s, point_default, bench.stall_timeout_s)
+    sweep_budget = bench.budget_s or sweep_default
+    sweep_deadline = time.monotonic() + sweep_budget if sweep_budget else None
+    halt = None  # why the sweep stops early: "interrupted", "silent" (warm-up) or a SERVER_GONE class
     todo = [p for p in points if load_finished(os.path.join(ctx.out_dir, p.stem + ".json"), p, "tt-bench") is None]
-    if not ctx.disable_warmup and todo:
-        warm_up(ctx, sorted({(p.isl, p.osl) for p in todo}))
+    if not ctx.disable_warmup and todo and not stop.signum:
+        halt = warm_up(ctx, sorted({(p.isl, p.osl) for p in todo}))
 
     records, outputs, failed_points, skipped = [], [], [], []
     for p in points:
         for tool in bench.tools:
+            if stop.signum:
+                halt = "interrupted"
             suffix = ".json" if tool == "tt" else ".vllm-bench.json"
             path = os.path.join(ctx.out_dir, p.stem + suffix)
             done = load_finished(path, p, "tt-bench" if tool == "tt" else "vllm-bench")
             if done is not None:
                 _log(f"{p.stem} ({tool}): already finished, skipping (resume)")
                 rec = done
+            elif halt:
+                skipped.append(p.stem)
+                continue
             else:
                 remaining = sweep_deadline - time.monotonic() if sweep_deadline else None
                 if remaining is not None and remaining <= 0:
                     _log(f"{p.stem} ({tool}): sweep budget {sweep_budget:.0f} s exhausted, not run")
                     skipped.append(p.stem)
                     continue
-                budget = min(x for x in (bench.point_budget_s or point_default, remaining) if x is not None)
+                budget = min(x for x in (per_point, remaining) if x is not None)
                 _log(f"{p.stem} ({tool}): running (budget {budget:.0f} s)")
                 rec = run_tt_point(ctx, p, budget) if tool == "tt" else run_vllm_point(ctx, p, vllm_python, budget)
                 if rec is None:
                     failed_points.append(f"{p.stem} ({tool})")
                     continue
+                if rec.get("interrupted") or stop.signum:
+                    halt = "interrupted"
+                elif tool == "tt":
+                    halt = run_control.server_gone(rec_requests(ctx, rec))
             m = rec["metrics"]
             _log(f"{p.stem} ({tool}): completed {m['completed']} failed {m['failed']} "
                  f"ttft {_fmt(m.get('mean_ttft_ms'))} ms tpot {_fmt(m.get('mean_tpot_ms'))} ms "
-                 f"t/s/u {_fmt(m.get('tput_user'), 2)} failures {m.get('failures_by_class') or {}}")
+                 f"t/s/u {_fmt(m.get('tput_user'), 2)} failures {m.get('failures_by_class') or {}}"
+                 + (f" PARTIAL (interrupted by {rec['interrupted']})" if rec.get("interrupted") else ""))
             records.append(rec)
             outputs.append(ctx.rel(path))
             if rec.get("requests_file"):
                 outputs.append(rec["requests_file"])
             if (rec.get("server_metrics") or {}).get("file"):
                 outputs.append(rec["server_metrics"]["file"])
-            if m["completed"] == 0:
+            if m["completed"] == 0 and not rec.get("interrupted"):
                 failed_points.append(f"{p.stem} ({tool})")
     _atomic_write(os.path.join(ctx.out_dir, "outputs.json"),
-                  json.dumps({"outputs": outputs, "failed_points": failed_points, "skipped_points": skipped}, indent=1))
+                  json.dumps({"outputs": outputs, "failed_points": failed_points, "skipped_points": skipped,
+                              "interrupted": stop.name or None}, indent=1))
     print_table(records)
+    return closing_lines(records, failed_points, skipped, halt, stop)
+
+
+def rec_requests(ctx: Context, rec: dict) -> list[dict]:
+    """The measured request rows of a point record (its .requests.jsonl)."""
+    try:
+        with open(os.path.join(ctx.run_dir, rec["requests_file"]), encoding="utf-8") as fh:
+            return [row for row in map(json.loads, fh) if not row.get("warmup")]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def closing_lines(records: list[dict], failed_points: list[str], skipped: list[str], halt: str | None,
+                  stop: run_control.StopSignals) -> int:
+    """The last lines say why the run failed (failure classes and counts); returns the exit code."""
     if failed_points:
         _log(f"FAILED points (no request completed or tool error): {', '.join(failed_points)}")
     if skipped:
-        _log(f"NOT RUN (sweep budget): {', '.join(skipped)}")
+        why = {"interrupted": f"interrupted by {stop.name}", None: "sweep budget"}.get(
+            halt, f"the server is silent or unreachable ({halt} in the previous step)")
+        _log(f"NOT RUN ({why}): {', '.join(skipped)}")
+    summary = run_control.failure_summary(records)
+    if summary:
+        _log(f"failed requests: {summary}")
+    if stop.signum:
+        partial = [r["point"] for r in records if r.get("interrupted")]
+        kept = f"; partial point kept: isl={partial[0]['isl']} osl={partial[0]['osl']} " \
+               f"con={partial[0]['max_concurrency']}" if partial else ""
+        _log(f"INTERRUPTED by {stop.name}{kept}; exit {stop.exit_code}")
+        return stop.exit_code
     return 1 if failed_points or skipped else 0
 
 

@@ -4,8 +4,9 @@ The transports do nothing per chunk except stamp the arrival time and keep the b
 timestamps are not delayed by JSON work on other streams; all parsing happens here, after the
 response ended. Content chunks (non-empty ``choices``) are recognised by a byte check and only
 parsed when needed (first chunks for TTFT rules, anything unusual, or all of them when the server
-sent no usage and the text must be re-tokenized). A content chunk that does not end in ``}`` is
-parsed too, so a broken event is caught as malformed_sse.
+sent no usage and the text must be re-tokenized). A content chunk that does not start with
+``data:`` or does not end in ``}`` is parsed too, so a broken event (invalid JSON, or a JSON line
+that lost its ``data:`` field) is caught as malformed_sse.
 """
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ def split_events(parts: list[bytes], stamps: list[float]) -> tuple[list[bytes], 
     return events, times
 
 
+_SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")
+
+
 def _data_of(event: bytes) -> bytes | None:
     """The data payload of one SSE event; None for comments/keep-alives or events without data."""
     if event.startswith(b"data:"):
@@ -43,6 +47,11 @@ def _data_of(event: bytes) -> bytes | None:
         if line.startswith(b"data:"):
             return line[5:].strip()
     return None
+
+
+def _is_garbage(event: bytes) -> bool:
+    """A non-blank event with a line that is no SSE field (e.g. a JSON chunk that lost its ``data:``)."""
+    return any(line.strip() and not line.startswith(_SSE_FIELDS) for line in event.split(b"\n"))
 
 
 def _choice_text(obj: dict, chat: bool) -> str:
@@ -68,7 +77,7 @@ def finish_record(rec: RequestRecord, parts: list[bytes], stamps: list[float], *
     t0 = rec.send_time
     mark = _content_mark(events)
     # fast classification in comprehensions: content chunks are recognised, not parsed
-    is_c = [mark in ev and ev[-1:] == b"}" for ev in events[:len(times)]]
+    is_c = [mark in ev and ev[-1:] == b"}" and ev[:5] == b"data:" for ev in events[:len(times)]]
     chunk_times = [t - t0 for t, c in zip(times, is_c) if c]
     content_idx = [i for i, c in enumerate(is_c) if c]
     usage = error = malformed = None
@@ -77,6 +86,9 @@ def finish_record(rec: RequestRecord, parts: list[bytes], stamps: list[float], *
         if c:
             continue
         data = _data_of(events[i])
+        if data is None and _is_garbage(events[i]):
+            malformed = events[i][:120]
+            continue
         if data is None or data == b"[DONE]":
             continue
         try:

@@ -2,12 +2,11 @@
 
 vLLM's console script may be broken in some builds (its import of package metadata fails), so we
 invoke the CLI module through a tiny shim that patches ``importlib.metadata.version`` for "vllm"
-only. The result JSON uses vLLM's own keys; ``to_point_metrics`` adds our derived keys so the
-report can put both tools side by side.
+only. The result JSON uses vLLM's own keys; ``to_point_metrics`` keeps them in our metrics
+layout and the point record derives the rest, so the report can put both tools side by side.
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -33,7 +32,7 @@ SHIM = (
 def bench_command(python: str, base_url: str, model: str, tokenizer: str, isl: int, osl: int, concurrency: int,
                   num_prompts: int, result_dir: str, result_file: str, *, endpoint: str = "/v1/completions",
                   request_rate: float = float("inf"), burstiness: float = 1.0, percentiles: str = "50,90,99",
-                  extra_body: dict | None = None, detailed: bool = False, seed: int = 0) -> list[str]:
+                  detailed: bool = False, seed: int = 0) -> list[str]:
     """argv for one `vllm bench serve` run matching one of our points."""
     cmd = [python, "-c", SHIM, "bench", "serve", "--backend", "openai-chat" if "chat" in endpoint else "openai",
            "--base-url", base_url, "--endpoint", endpoint, "--model", model, "--served-model-name", model,
@@ -43,8 +42,6 @@ def bench_command(python: str, base_url: str, model: str, tokenizer: str, isl: i
            "--burstiness", str(burstiness), "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el",
            "--metric-percentiles", percentiles, "--seed", str(seed), "--save-result", "--result-dir", result_dir,
            "--result-filename", result_file, "--disable-tqdm"]
-    if extra_body:
-        cmd += ["--extra-body", json.dumps(extra_body)]
     if detailed:
         cmd.append("--save-detailed")
     return cmd
@@ -68,14 +65,10 @@ def client_env() -> dict:
     return {"VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu")}
 
 
-def to_point_metrics(raw: dict, isl: int, concurrency: int, num_prompts: int) -> dict:
-    """vLLM's result keys plus our derived ones (tput_user, decode/prefill throughput)."""
+def to_point_metrics(raw: dict) -> dict:
+    """vLLM's numeric result keys in our metrics layout; the derived figures (t/s/u, decode and
+    prefill throughput, error rate) are filled by the record (``BenchMetrics.derive``)."""
     m = {k: v for k, v in raw.items() if isinstance(v, (int, float, type(None))) and not isinstance(v, bool)}
-    users = min(concurrency, num_prompts)
-    tpot, ttft = raw.get("mean_tpot_ms") or 0.0, raw.get("mean_ttft_ms") or 0.0
-    m["tput_user"] = 1000.0 / tpot if tpot > 0 else None
-    m["decode_throughput"] = m["tput_user"] * users if m["tput_user"] else None
-    m["prefill_throughput"] = isl * users / (ttft / 1000.0) if ttft > 0 else None
     m["mean_ttft_first_nonempty_ms"] = None
     m["failures_by_class"] = {"unclassified": raw.get("failed", 0)} if raw.get("failed") else {}
     m["output_token_source"] = "usage"

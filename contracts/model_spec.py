@@ -15,7 +15,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from contracts import REPO_ROOT
+
 SPEC_SCHEMA = "tt-model-spec/1"
 
 
@@ -52,18 +53,10 @@ class DeviceType(Enum):
             return "blackhole"
         return "wormhole_b0" if self.is_tenstorrent else None
 
-    @property
-    def num_chips(self) -> int:
-        return _NUM_CHIPS.get(self, 0)
-
 
 _MESH_DEVICE = {
     DeviceType.N150: "N150", DeviceType.N300: "N300", DeviceType.T3K: "T3K", DeviceType.GALAXY: "TG",
     DeviceType.P100: "P100", DeviceType.P150: "P150", DeviceType.P150X4: "P150x4", DeviceType.N150X4: "N150x4",
-}
-_NUM_CHIPS = {
-    DeviceType.N150: 1, DeviceType.N300: 2, DeviceType.T3K: 8, DeviceType.GALAXY: 32,
-    DeviceType.P100: 1, DeviceType.P150: 1, DeviceType.P150X4: 4, DeviceType.N150X4: 4,
 }
 
 
@@ -96,6 +89,9 @@ class PerfTarget:
     ttft_ms: float | None = None
     tput_user: float | None = None
     tput: float | None = None
+    # Media models' targets (images_per_s, s_per_step, rtf, items_per_s, latency_p50_ms ...):
+    # metric -> this tier's value; direction by name (``metric_higher_is_better``).
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -108,6 +104,8 @@ class PerfReference:
     num_prompts: int
     task_type: str = "text"
     targets: dict[str, PerfTarget] = field(default_factory=dict)
+    # Workload parameters of a media point (num_inference_steps, audio_seconds, batch_items ...).
+    params: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PerfReference":
@@ -126,6 +124,8 @@ class DeviceModelSpec:
     override_tt_config: dict[str, Any] = field(default_factory=dict)
     env_vars: dict[str, str] = field(default_factory=dict)
     perf_reference: list[PerfReference] = field(default_factory=list)
+    # Share of a benchmark point's requests that may fail before the point blocks the verdict.
+    max_error_rate: float = 0.0
 
 
 @dataclass
@@ -213,6 +213,16 @@ class ModelSpec:
 
 
 # ---------------------------------------------------------------------- derivations
+
+
+#: Metric-name endings whose smaller values are better (latencies, seconds per step, real-time factor);
+#: every other target metric (images_per_s, items_per_s, tput ...) is higher-is-better.
+LOWER_IS_BETTER_SUFFIXES = ("_ms", "_seconds", "s_per_step", "rtf")
+
+
+def metric_higher_is_better(metric: str) -> bool:
+    """Direction of a target metric, from its name (``LOWER_IS_BETTER_SUFFIXES``)."""
+    return not metric.endswith(LOWER_IS_BETTER_SUFFIXES)
 
 
 def model_id_for(impl_name: str, model_name: str, device: str) -> str:

@@ -15,12 +15,38 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from enum import Enum
 from pathlib import Path
 from typing import Any, Callable
 
+from contracts import REPO_ROOT
+
 MANIFEST_SCHEMA = "tt-run-manifest/1"
-REPO_ROOT = Path(__file__).resolve().parent.parent
-STEP_STATUSES = ("running", "passed", "failed", "skipped", "not_run")
+
+
+class StepStatus(str, Enum):
+    """A manifest step's status (a ``str`` so manifest.json keeps the plain spelling)."""
+
+    RUNNING = "running"
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"    # deliberately not run (the workflow is not available)
+    NOT_RUN = "not_run"    # an earlier failure or an interrupt stopped the run before it
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class RunStatus(str, Enum):
+    """The whole run's status in manifest.json."""
+
+    RUNNING = "running"
+    PASSED = "passed"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+    def __str__(self) -> str:
+        return self.value
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
@@ -42,7 +68,7 @@ def default_runs_root() -> Path:
 @dataclass
 class Step:
     name: str
-    status: str = "running"
+    status: StepStatus = StepStatus.RUNNING
     started: str | None = None
     ended: str | None = None
     duration_s: float | None = None
@@ -55,7 +81,7 @@ class Manifest:
     run_id: str
     model_id: str
     workflow: str
-    status: str = "running"
+    status: RunStatus = RunStatus.RUNNING
     started: str = field(default_factory=utc_now)
     ended: str | None = None
     steps: list[Step] = field(default_factory=list)
@@ -65,7 +91,9 @@ class Manifest:
     @classmethod
     def read(cls, path: Path) -> "Manifest":
         data = json.loads(Path(path).read_text())
-        data["steps"] = [Step(**s) for s in data.get("steps", [])]
+        data["steps"] = [Step(**{**s, "status": StepStatus(s.get("status", "running"))})
+                         for s in data.get("steps", [])]
+        data["status"] = RunStatus(data.get("status", "running"))
         return cls(**data)
 
     def step(self, name: str) -> Step | None:
@@ -95,9 +123,6 @@ class RunDirectory:
     @property
     def server_log_path(self) -> Path:
         return self.path / "server.log"
-
-    def set_redactor(self, redact: Callable[[str], str]) -> None:
-        self._redact = redact
 
     def redact(self, text: str) -> str:
         """Secrets removed: for anything shown or written that came from a child or a server."""
@@ -141,14 +166,14 @@ class RunDirectory:
         if step is None:
             step = Step(name=name)
             self.manifest.steps.append(step)
-        step.status, step.started, step.ended, step.duration_s, step.detail = "running", utc_now(), None, None, ""
+        step.status, step.started, step.ended, step.duration_s, step.detail = (StepStatus.RUNNING, utc_now(),
+                                                                                None, None, "")
         step._t0 = time.monotonic()  # type: ignore[attr-defined]
         self.save()
         return step
 
-    def end_step(self, step: Step, status: str, detail: str = "", outputs: list[str] | None = None) -> Step:
-        assert status in STEP_STATUSES, status
-        step.status, step.detail = status, detail
+    def end_step(self, step: Step, status: StepStatus, detail: str = "", outputs: list[str] | None = None) -> Step:
+        step.status, step.detail = StepStatus(status), detail
         step.ended = utc_now()
         t0 = getattr(step, "_t0", None)
         step.duration_s = round(time.monotonic() - t0, 3) if t0 is not None else 0.0
@@ -157,21 +182,21 @@ class RunDirectory:
         self.save()
         return step
 
-    def record_step(self, name: str, status: str, detail: str = "") -> Step:
+    def record_step(self, name: str, status: StepStatus, detail: str = "") -> Step:
         """A step that did not run (skipped / not_run) still appears in the manifest."""
         step = self.manifest.step(name) or Step(name=name)
         if step not in self.manifest.steps:
             self.manifest.steps.append(step)
-        step.status, step.detail = status, detail
+        step.status, step.detail = StepStatus(status), detail
         self.save()
         return step
 
-    def finish(self, status: str) -> None:
-        self.manifest.status = status
+    def finish(self, status: RunStatus) -> None:
+        self.manifest.status = RunStatus(status)
         self.manifest.ended = utc_now()
         for step in self.manifest.steps:
-            if step.status == "running":  # interrupted mid-step
-                step.status, step.ended = "failed", utc_now()
+            if step.status is StepStatus.RUNNING:  # interrupted mid-step
+                step.status, step.ended = StepStatus.FAILED, utc_now()
                 step.detail = step.detail or "interrupted"
         self.save()
 

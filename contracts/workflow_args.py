@@ -24,20 +24,21 @@ class WorkflowType(Enum):
     REPORTS = "reports"
     SERVER = "server"
     RELEASE = "release"
+    DEPLOY = "deploy"
 
 
 # Client workflows a release chains, in order (reports always last).
 RELEASE_SEQUENCE = (WorkflowType.EVALS, WorkflowType.BENCHMARKS, WorkflowType.TESTS,
                     WorkflowType.STRESS_TESTS, WorkflowType.REPORTS)
-# Workflows whose implementation lands in a later issue: a release reports them as not run.
-NOT_YET_AVAILABLE = {
-    WorkflowType.TESTS: "the tests workflow lands in a later issue",
-    WorkflowType.STRESS_TESTS: "the stress_tests workflow lands in a later issue",
-}
+# Workflows not implemented yet: run.py refuses them and a release reports them as not run.
+NOT_YET_AVAILABLE: dict[WorkflowType, str] = {}
 # Module (stdlib-only) exporting WORKFLOW_ARG_KEYS for each client workflow.
 _KEY_MODULES = {
     WorkflowType.BENCHMARKS: "benchmarking.run_benchmarks",
     WorkflowType.EVALS: "evals.eval_config",
+    WorkflowType.TESTS: "server_tests.run_tests",
+    WorkflowType.STRESS_TESTS: "stress_tests.run_stress_tests",
+    WorkflowType.DEPLOY: "deploy.run_deploy",
 }
 _REPORT_KEYS = frozenset({"ignore_verdict"})
 
@@ -85,3 +86,21 @@ def validate_workflow_args(workflow: WorkflowType, args: dict[str, str]) -> None
     mode = args.get("mode")
     if mode is not None and mode not in MODES:
         raise WorkflowArgsError(f"--workflow-args mode={mode!r} is not one of: {', '.join(MODES)}")
+
+
+def client_workflow_parser(description: str) -> "argparse.ArgumentParser":
+    """The arguments every client workflow entry script accepts (the orchestrator's child contract).
+
+    One definition, so the contract in docs/architecture.md cannot drift between entry scripts;
+    a script adds its own flags to the parser it gets back.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--run-dir", required=True, help="the run directory (results land below it)")
+    parser.add_argument("--model-spec-json", required=True, help="the resolved ModelSpec (RUN_DIR/model_spec.json)")
+    parser.add_argument("--server-url", default="", help="base URL of the server (empty for file-only workflows)")
+    parser.add_argument("--workflow-args-json", default="{}", help="--workflow-args as a JSON object")
+    parser.add_argument("--disable-trace-capture", action="store_true",
+                        help="the orchestrator already warmed the server up")
+    return parser

@@ -41,12 +41,3 @@ def _build_registry() -> dict[str, EvalConfig]:
 #: model_name -> EvalConfig, for every model that has evals.
 EVAL_CONFIGS: dict[str, EvalConfig] = _build_registry()
 
-
-def warmup_pairs(spec: dict, workflow_args: dict) -> list[tuple[int, int]]:
-    """(input_len, output_len) warm-up requests the orchestrator may send before evals.
-
-    None: run_evals.py sends one tiny completion itself (a liveness check, skipped with
-    --disable-trace-capture), and lm-eval's requests are short; a sweep of warm-up shapes would
-    cost more than it saves on the CPU path.
-    """
-    return []

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -47,6 +48,11 @@ class LmEvalInvocation:
     cwd: Path
     display: str  # shell-quoted command with secrets replaced; this is what gets logged/recorded
 
+    @property
+    def cli_args(self) -> list[str]:
+        """The arguments after ``python -m lm_eval``: what the in-process worker hands lm-eval's CLI."""
+        return self.argv[3:]
+
 
 def api_root(server_url: str) -> str:
     """``http://host:port`` from whatever the orchestrator passed (with or without ``/v1``)."""
@@ -61,25 +67,37 @@ def endpoint_url(server_url: str, model_class: str) -> str:
     return api_root(server_url) + path
 
 
-def _get_ok(url: str, token: str | None, timeout: float) -> int:
-    """HTTP status of a GET (or of a tiny POST to /tokenize); 0 when unreachable."""
+def _get_ok(url: str, token: str | None, timeout: float, attempts: int = 3, backoff_s: float = 1.0) -> int:
+    """HTTP status of a GET (or of a tiny POST to /tokenize); 0 when unreachable.
+
+    A 5xx or an unreachable server is asked again (``attempts`` in all, backoff doubling): one
+    transient error must not decide that the server has no tokenizer endpoints.
+    """
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     data = None
     if url.endswith("/tokenize"):
         data = json.dumps({"prompt": "hi"}).encode()
-    req = urllib.request.Request(url, data=data, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except (urllib.error.URLError, OSError):
-        return 0
+    code = 0
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(backoff_s * 2 ** (attempt - 1))
+        req = urllib.request.Request(url, data=data, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return resp.status
+        except urllib.error.HTTPError as e:
+            code = e.code
+        except (urllib.error.URLError, OSError):
+            code = 0
+        if 0 < code < 500:
+            return code
+    return code
 
 
-def probe_remote_tokenizer(server_url: str, bearer: str | None, timeout: float = 5.0) -> tuple[bool, str | None]:
+def probe_remote_tokenizer(server_url: str, bearer: str | None, timeout: float = 5.0,
+                           backoff_s: float = 1.0) -> tuple[bool, str | None]:
     """(supported, auth_token_needed). Mirrors lm-eval's own auto-detection, but with our bearer.
 
     vLLM does not guard ``/tokenize`` with the API key; a server that does gets the bearer passed
@@ -87,7 +105,7 @@ def probe_remote_tokenizer(server_url: str, bearer: str | None, timeout: float =
     """
     root = api_root(server_url)
     for token in (None, bearer) if bearer else (None,):
-        codes = [_get_ok(root + p, token, timeout) for p in ("/tokenizer_info", "/tokenize")]
+        codes = [_get_ok(root + p, token, timeout, backoff_s=backoff_s) for p in ("/tokenizer_info", "/tokenize")]
         if all(c == 200 for c in codes):
             return True, token
         if not any(c in (401, 403) for c in codes):

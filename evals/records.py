@@ -1,20 +1,24 @@
 """Typed eval records, lm-eval result parsing, and the accuracy check.
 
-Stdlib only: the reports workflow may read these records in its own venv. The record schema is
-``tt-eval-record/1`` from docs/architecture.md; the report is rebuilt from these files alone, so
-everything a reader needs to judge a task (score, basis, tolerance, command, files) is in it.
+Stdlib only: the reports workflow may read these records in its own venv. ``EvalRecord`` is a
+``contracts.typed_record.TypedRecord`` (schema ``tt-eval-record/1``, docs/architecture.md); the
+report is rebuilt from these files alone, so everything a reader needs to judge a task (score,
+basis, tolerance, command, files) is in it.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from contracts.typed_record import RecordError, TypedRecord, described
 from evals.eval_spec import ScoreSpec
+
+__all__ = ["SCHEMA", "EvalRecord", "RecordError", "ResultsError", "accuracy_check", "find_results_file",
+           "score_results"]
 
 SCHEMA = "tt-eval-record/1"
 STATUS_PASSED, STATUS_FAILED, STATUS_ERROR = "passed", "failed", "error"
@@ -23,50 +27,36 @@ SAMPLE_MARGIN_Z = 2.0
 
 
 @dataclass
-class EvalRecord:
-    """One task's outcome, written as ``RUN_DIR/evals/<task>/eval_record.json``."""
+class EvalRecord(TypedRecord):
+    """One task's outcome, written as ``RUN_DIR/evals/<task>/eval_record.json``.
 
-    model_id: str
-    task: str
-    metric: str
-    mode: str
-    lm_eval_command: str
-    value: float | None = None
-    stderr: float | None = None
-    samples: int | None = None
-    published_score: float | None = None
-    published_source: str | None = None
-    reference_score: float | None = None
-    reference_source: str | None = None
-    tolerance: float = 0.05
-    ratio_to_reference: float | None = None
-    ratio_to_published: float | None = None
-    passed: bool | None = None
-    status: str = STATUS_ERROR
-    error: str | None = None
-    results_file: str | None = None
-    schema: str = SCHEMA
+    Every writer (run_evals.py) and reader (resume, the report) goes through this class; the
+    field descriptions are the legend a report prints.
+    """
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        return {"schema": d.pop("schema"), **d}
+    SCHEMA: ClassVar[str] = SCHEMA
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> EvalRecord:
-        if data.get("schema") != SCHEMA:
-            raise ValueError(f"not a {SCHEMA} record: schema={data.get('schema')!r}")
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-    def write(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
-        tmp.replace(path)  # atomic: a crash never leaves a half-written record behind
-
-    @classmethod
-    def read(cls, path: Path) -> EvalRecord:
-        return cls.from_dict(json.loads(path.read_text()))
+    model_id: str = described("model spec id the task ran against")
+    task: str = described("lm-eval task name")
+    metric: str = described("lm-eval metric key the score is read from (mean(a; b) when several are averaged)")
+    mode: str = described("workflow mode that sized the sample set: smoke, ci or full")
+    lm_eval_command: str = described("the equivalent lm-eval command line, secrets replaced by ***")
+    value: float | None = described("the task's score, as a fraction (lm-eval's scale); null when not scored",
+                                    None)
+    stderr: float | None = described("lm-eval's standard error of the score; null when it gave none", None)
+    samples: int | None = described("number of items scored", None)
+    published_score: float | None = described("score published for the model, as a fraction", None)
+    published_source: str | None = described("where the published score comes from", None)
+    reference_score: float | None = described("our measured reference score for this sample set, as a fraction",
+                                              None)
+    reference_source: str | None = described("how and where the reference score was measured", None)
+    tolerance: float = described("relative tolerance: passed when value >= basis * (1 - tolerance)", 0.05)
+    ratio_to_reference: float | None = described("value / reference_score", None)
+    ratio_to_published: float | None = described("value / published_score", None)
+    passed: bool | None = described("accuracy check result; null when there is nothing to compare with", None)
+    status: str = described("passed, failed (scored below the tolerance) or error (not scored)", STATUS_ERROR)
+    error: str | None = described("one line saying why the task was not scored", None)
+    results_file: str | None = described("lm-eval's results JSON, relative to the run directory", None)
 
     @property
     def is_finished(self) -> bool:

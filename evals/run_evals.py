@@ -5,15 +5,22 @@ Contract (docs/architecture.md, "Client workflow contract"):
     python evals/run_evals.py --run-dir RUN_DIR --model-spec-json PATH --server-url URL \
         --workflow-args-json '{"mode": "smoke"}' [--disable-trace-capture]
 
-Per task it writes ``RUN_DIR/evals/<task>/eval_record.json`` (tt-eval-record/1), lm-eval's own
+Per task it writes ``RUN_DIR/evals/<task>/eval_record.json`` (``EvalRecord``), lm-eval's own
 output under ``RUN_DIR/evals/<task>/lm_eval/`` (results + per-sample logs + a response cache), and
 the full lm-eval log as ``lm_eval.log``. ``RUN_DIR/evals/outputs.json`` lists the result files.
 Exit 0: every task ran and none failed its accuracy check; 1: some task failed or errored (the
-others still ran); 2: bad input.
+others still ran, unless the server was gone); 2: bad input; 130/143: interrupted (finished
+tasks' records are kept).
 
-Why each task is its own lm-eval process: a crash or a missing dataset costs one task, not the run;
-each task has its own record, log and cache, so a rerun into the same run directory skips finished
-tasks and resumes an interrupted one from its request cache (lm-eval ``--use_cache``).
+Why one lm-eval process for all tasks (``evals/lm_eval_worker.py``): importing lm-eval costs more
+than a smoke task. Each task still has its own command, record, log and cache, so a crash or a
+missing dataset costs one task, a rerun into the same run directory skips finished tasks, and an
+interrupted one resumes from its request cache (lm-eval ``--use_cache``).
+
+Why the server is checked before every task: lm-eval retries each request and then fails with
+whatever the last aiohttp error was (``Session is closed``...). A dead server must end the run
+at once with "cannot connect to <url>", and a flaky one must be named by its HTTP status, the
+same words every time.
 """
 
 from __future__ import annotations
@@ -21,8 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import subprocess
+import signal
 import sys
 import time
 import urllib.error
@@ -32,15 +38,18 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `evals.*` importable from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from evals.diagnosis import summarize_failure
 from evals.eval_config import EVAL_CONFIGS, parse_workflow_args
-from evals.eval_spec import EvalConfig, EvalTask, engine_supports_loglikelihood
+from evals.eval_spec import LOCAL_CHAT_COMPLETIONS, EvalConfig, EvalTask, engine_supports_loglikelihood
 from evals.lm_eval_command import (
     REDACTED,
     Refusal,
-    api_root,
     build_command,
     choose_tokenizer,
+    endpoint_url,
 )
+from evals.lm_eval_session import LmEvalSessions, WorkerError
+from evals.server_check import check_server
 from evals.records import (
     STATUS_ERROR,
     STATUS_FAILED,
@@ -54,6 +63,9 @@ from evals.records import (
 
 STATE_FILE = "task_state.json"
 OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+#: Deadline for one task's lm-eval run, by mode (seconds): far above an honest run on a small CPU,
+#: so only a task that would never end meets it.
+TASK_DEADLINE_S = {"smoke": 900.0, "ci": 3600.0, "full": 6 * 3600.0}
 
 
 def log(msg: str) -> None:
@@ -85,94 +97,31 @@ def child_env(task: EvalTask, offline_hub: bool) -> dict[str, str]:
 
 
 def preflight(server_url: str, model: str, bearer: str | None, use_chat: bool) -> str | None:
-    """One tiny request so a dead or misconfigured server fails every task in seconds, not retries."""
-    root = api_root(server_url)
-    if use_chat:
-        url, body = root + "/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]}
-    else:
-        url, body = root + "/v1/completions", {"prompt": "Hi"}
-    body.update({"model": model, "max_tokens": 1, "temperature": 0})
-    headers = {"Content-Type": "application/json"}
-    if bearer:
-        headers["Authorization"] = f"Bearer {bearer}"
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            json.load(resp)
-        return None
-    except urllib.error.HTTPError as e:
-        detail = e.read(300).decode(errors="replace").strip().replace("\n", " ")
-        return f"server answered HTTP {e.code} to a 1-token request at {url}: {detail}"
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        return f"server not answering at {url}: {e}"
-
-
-# Matched on the final exception line only: the traceback also shows the raising source line.
-_DATASET_RE = re.compile(
-    r"^\w*(?:Error|Exception): (?:Couldn't reach '([^']+)'|Couldn't find [^']*'([^']+)')", re.MULTILINE
-)
-_EXC_RE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Refused|Exit)\w*): (.+)$")
-
-
-def one_line_error(task: EvalTask, log_text: str, rc: int, offline: bool) -> str:
-    """Boil a failed lm-eval run down to one line, naming the dataset when that is the cause."""
-    found = list(_DATASET_RE.finditer(log_text))
-    if found:
-        m = found[-1]
-        name = m.group(1) or m.group(2)
-        how = " (HF hub offline: HF_DATASETS_OFFLINE=1)" if offline else ""
-        return f"dataset {name} cannot be reached{how}; task {task.task_name} not run"
-    for line in reversed(log_text.splitlines()):
-        m2 = _EXC_RE.match(line.strip())
-        if m2:
-            return f"lm-eval exited {rc}: {m2.group(1)}: {m2.group(2)[:300]}"
-    tail = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
-    return f"lm-eval exited {rc}: {tail[-1][:300] if tail else 'no output'}"
-
-
-def _is_progress(line: str) -> bool:
-    return "it/s]" in line or "s/it]" in line or "%|" in line
+    """One tiny request, retried with backoff: a dead server fails every task in seconds, and one
+    transient error does not fail any."""
+    return check_server(server_url, model, bearer, use_chat, log=log)
 
 
 def scrub_secret(directory: Path, secret: str | None) -> None:
     """Replace a secret lm-eval echoed into its output files (it records its model_args verbatim)."""
     if not secret:
         return
-    for path in directory.rglob("*.json*"):
+    for path in [*directory.rglob("*.json*"), *directory.rglob("*.log")]:
         text = path.read_text(errors="replace")
         if secret in text:
             path.write_text(text.replace(secret, REDACTED))
 
 
-def run_logged(
-    argv: list[str], cwd: Path, env: dict[str, str], log_path: Path, secret: str | None = None
-) -> tuple[int, str]:
-    """Run lm-eval, keeping its whole output in ``log_path`` and echoing the non-progress lines.
-
-    A log left by an earlier attempt is kept as ``<name>.<n>.log``: it may be the only account of
-    why that attempt died.
-    """
+def fresh_log(log_path: Path) -> Path:
+    """Keep a log left by an earlier attempt as ``<name>.<n>.log``: it may be the only account of
+    why that attempt died."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     if log_path.exists():
         n = 1
         while log_path.with_suffix(f".{n}.log").exists():
             n += 1
         log_path.rename(log_path.with_suffix(f".{n}.log"))
-    with log_path.open("w") as fh:
-        proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
-        )
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            line = raw.rstrip("\n").split("\r")[-1]
-            if secret:
-                line = line.replace(secret, REDACTED)
-            fh.write(line + "\n")
-            fh.flush()
-            if line.strip() and not _is_progress(line):
-                print(f"  | {line}", flush=True)
-        rc = proc.wait()
-    return rc, log_path.read_text(errors="replace")
+    return log_path
 
 
 def _read_state(task_dir: Path) -> dict:
@@ -197,7 +146,8 @@ def finished_record(task_dir: Path, mode: str, limit: int | None) -> EvalRecord 
 class TaskRunner:
     """Runs the configured tasks one by one; owns the paths and shared settings of one run."""
 
-    def __init__(self, run_dir: Path, spec: dict, config: EvalConfig, server_url: str, mode: str, limit: int | None):
+    def __init__(self, run_dir: Path, spec: dict, config: EvalConfig, server_url: str, mode: str, limit: int | None,
+                 sessions: LmEvalSessions | None = None):
         self.run_dir, self.spec, self.config = run_dir, spec, config
         self.server_url, self.mode, self.limit_override = server_url, mode, limit
         self.evals_dir = run_dir / "evals"
@@ -206,6 +156,10 @@ class TaskRunner:
         self.bearer = os.environ.get("OPENAI_API_KEY") or None
         self.tokenizer_dir = os.environ.get("TT_TOKENIZER_DIR") or None
         self._hub_offline: bool | None = None
+        self.sessions = sessions if sessions is not None else LmEvalSessions(sys.executable, self.evals_dir)
+        self.use_chat = all(t.model_class == LOCAL_CHAT_COMPLETIONS for t in config.tasks)
+        #: Set once the server stopped answering: no further task is started against it.
+        self.server_error: str | None = None
 
     def rel(self, path: Path) -> str:
         return str(path.resolve().relative_to(self.run_dir.resolve()))
@@ -218,6 +172,20 @@ class TaskRunner:
             if self._hub_offline:
                 log("HF hub unreachable: datasets are loaded offline (HF_DATASETS_OFFLINE=1)")
         return self._hub_offline
+
+    def check_server(self) -> str | None:
+        """Before a task (and after a failed one): does the server still answer? Sticky once it does not."""
+        if self.server_error is None:
+            self.server_error = preflight(self.server_url, self.model, self.bearer, self.use_chat)
+            if self.server_error:
+                log(f"server check failed: {self.server_error}")
+        return self.server_error
+
+    def limit_for(self, task: EvalTask) -> int | None:
+        return self.limit_override if self.limit_override is not None else task.limit_for(self.mode)
+
+    def finished(self, task: EvalTask) -> EvalRecord | None:
+        return finished_record(self.evals_dir / task.task_name, self.mode, self.limit_for(task))
 
     def _base_record(self, task: EvalTask, command: str) -> EvalRecord:
         s = task.score
@@ -234,28 +202,32 @@ class TaskRunner:
             tolerance=s.tolerance if s else 0.05,
         )
 
-    def run_task(self, task: EvalTask, preflight_error: str | None) -> EvalRecord:
+    def not_run(self, task: EvalTask, why: str) -> EvalRecord:
+        rec = self._base_record(task, "")
+        rec.error = why
+        log(f"{task.task_name}: ERROR {why}")
+        return rec
+
+    def run_task(self, task: EvalTask) -> EvalRecord:
         task_dir = self.evals_dir / task.task_name
-        limit = self.limit_override if self.limit_override is not None else task.limit_for(self.mode)
-        done = finished_record(task_dir, self.mode, limit)
+        limit = self.limit_for(task)
+        done = self.finished(task)
         if done is not None:
             log(f"{task.task_name}: already finished in this run directory ({done.status}); skipped")
             return done
         task_dir.mkdir(parents=True, exist_ok=True)
         (task_dir / STATE_FILE).write_text(json.dumps({"mode": self.mode, "limit": limit}) + "\n")
+        if self.check_server():
+            return self.not_run(task, f"not run: {self.server_error}")
         rec = self._base_record(task, "")
         try:
-            if preflight_error:
-                raise Refusal(preflight_error)
             if task.needs_loglikelihood:
                 ok, why = engine_supports_loglikelihood(self.spec)
                 if not ok:
                     raise Refusal(f"refused: {task.task_name} needs loglikelihood and {why}")
             tok = choose_tokenizer(task, self.server_url, self.bearer, self.tokenizer_dir)
         except Refusal as e:
-            rec.error = str(e)
-            log(f"{task.task_name}: ERROR {rec.error}")
-            return rec
+            return self.not_run(task, str(e))
         out_dir = task_dir / "lm_eval"
         (out_dir / "cache").mkdir(parents=True, exist_ok=True)
         inv = build_command(
@@ -270,16 +242,42 @@ class TaskRunner:
         )
         rec.lm_eval_command = inv.display
         offline = task.offline or self.hub_offline()
-        log(f"{task.task_name}: tokenizer={tok.backend} ({tok.reason}); limit={limit}")
-        log(f"{task.task_name}: lm-eval command: {inv.display}")
+        log_path = fresh_log(task_dir / "lm_eval.log")
+        log(f"{task.task_name}: tokenizer={tok.backend} ({tok.reason}); limit={limit}; log {self.rel(log_path)}")
         started = time.time()
-        rc, text = run_logged(inv.argv, inv.cwd, child_env(task, offline), task_dir / "lm_eval.log", tok.auth_token)
-        scrub_secret(out_dir, tok.auth_token)
+        rc, text, cause = self._run_lm_eval(task, inv, child_env(task, offline), log_path)
+        scrub_secret(task_dir, tok.auth_token)
         log(f"{task.task_name}: lm-eval exited {rc} after {time.time() - started:.0f} s")
         if rc != 0:
-            rec.error = one_line_error(task, text, rc, offline)
-            log(f"{task.task_name}: ERROR {rec.error}")
+            self.server_error = None  # was it the server? ask again (with retries) before judging
+            self.check_server()
+            rec.error = (cause if cause and not self.server_error else
+                         summarize_failure(task, text, rc, offline=offline,
+                                           endpoint=endpoint_url(self.server_url, task.model_class),
+                                           server_gone=self.server_error))
+            log(f"{task.task_name}: ERROR {rec.error} (details: {self.rel(log_path)})")
             return rec
+        return self._score(task, rec, out_dir, started, limit)
+
+    def _run_lm_eval(self, task: EvalTask, inv, env: dict[str, str], log_path: Path) -> tuple[int, str, str | None]:
+        """Run the task in the shared lm-eval worker: (exit code, the task's log text, and the cause
+        when it is already known without reading the log: a missed deadline or a worker that never started)."""
+        deadline = TASK_DEADLINE_S.get(self.mode, TASK_DEADLINE_S["full"])
+        try:
+            outcome = self.sessions.run(task.task_name, inv.cli_args, inv.cwd, env, log_path, deadline,
+                                        builtin_tasks=not task.offline)
+        except WorkerError as e:
+            return 1, f"{e}\n", str(e)
+        text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        if outcome.timed_out:
+            return outcome.rc or 1, text, (f"lm-eval did not finish task {task.task_name} within its {deadline:.0f} s "
+                                           f"deadline (mode {self.mode}); stopped")
+        if outcome.worker_died:
+            text += f"\nthe lm-eval process exited with {outcome.rc} during task {task.task_name}\n"
+            return outcome.rc or 1, text, None
+        return outcome.rc, text, None
+
+    def _score(self, task: EvalTask, rec: EvalRecord, out_dir: Path, started: float, limit: int | None) -> EvalRecord:
         results_path = find_results_file(out_dir)
         if results_path is None or results_path.stat().st_mtime < started - 1:
             rec.error = "lm-eval exited 0 but wrote no results file"
@@ -393,28 +391,51 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     runner = TaskRunner(args.run_dir, spec, config, args.server_url, mode, limit)
+    runner.use_chat = all(t.model_class == LOCAL_CHAT_COMPLETIONS for t in tasks)
     runner.evals_dir.mkdir(parents=True, exist_ok=True)
     log(
         f"model {config.model_name} (served as {runner.model}) at {args.server_url}; mode={mode}; "
         f"tasks={[t.task_name for t in tasks]}"
     )
-    use_chat = all(t.model_class == "local-chat-completions" for t in tasks)
-    pre = preflight(args.server_url, runner.model, runner.bearer, use_chat)
-    if pre:
-        log(f"preflight failed: {pre}")
-
     records: list[EvalRecord] = []
-    for task in tasks:
-        rec = runner.run_task(task, pre)
-        rec.write(runner.evals_dir / task.task_name / "eval_record.json")
-        records.append(rec)
-        runner.write_outputs(records)
-        log(f"{task.task_name}: {rec.status} value={_fmt(rec.value)} passed={rec.passed}")
-
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        for task in tasks:
+            try:
+                rec = runner.run_task(task)
+            except (KeyboardInterrupt, Terminated) as exc:
+                signo = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+                rec = runner.not_run(task, f"interrupted by {signo.name}; a rerun resumes it from its request cache")
+                _keep(runner, records, task, rec)
+                print(result_table(records), flush=True)
+                log(f"interrupted ({signo.name}); the records of {len(records)} task(s) are kept")
+                return 128 + int(signo)
+            _keep(runner, records, task, rec)
+    finally:
+        runner.sessions.close()
+        signal.signal(signal.SIGTERM, previous)
+    if runner.sessions.import_s:
+        log(f"lm-eval imported in {', '.join(f'{s:.0f} s' for s in runner.sessions.import_s)} (one process per "
+            f"dataset environment)")
     print(result_table(records), flush=True)
     ok = all(r.status == STATUS_PASSED for r in records)
     log("all tasks passed" if ok else "some tasks failed or errored")
     return 0 if ok else 1
+
+
+class Terminated(Exception):
+    """SIGTERM, raised in the main thread so the lm-eval worker is stopped and records are kept."""
+
+
+def _raise_terminated(_signo, _frame) -> None:
+    raise Terminated()
+
+
+def _keep(runner: TaskRunner, records: list[EvalRecord], task: EvalTask, rec: EvalRecord) -> None:
+    rec.write(runner.evals_dir / task.task_name / "eval_record.json")
+    records.append(rec)
+    runner.write_outputs(records)
+    log(f"{task.task_name}: {rec.status} value={_fmt(rec.value)} passed={rec.passed}")
 
 
 if __name__ == "__main__":

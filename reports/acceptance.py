@@ -12,6 +12,13 @@ Rules (documented in the report legend too):
 * Within a judged section: a perf-reference point that did not run, or a target check that
   fails, blocks when its tier is required; an eval with ``passed: false`` or status
   ``failed``/``error`` blocks; no eval records at all blocks; a failed test/stress record blocks.
+* Failed requests count: every benchmark point whose error rate (failed and never-sent requests
+  over all its requests) exceeds the spec's ``device_model_spec.max_error_rate`` (default 0)
+  blocks, whatever the status, with a blocker naming the failure classes and counts; and every
+  tier with targets fails at that point (``check_tier``), since a target met by the requests
+  that happened to succeed is not met.
+* ``check_tier`` is the only place that decides whether a tier passes; the benchmarks workflow
+  calls it too for its own console table.
 * A manifest step with status ``failed`` blocks (the numbers after a crash are partial), unless
   it is a section whose own records show the failure (client workflows exit 1 when their own
   checks fail): then those records are judged item by item, so waivers and tiers apply.
@@ -25,10 +32,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from benchmarking.point_record import BenchPoint, format_classes
+from contracts.model_spec import metric_higher_is_better
 from reports.schema import (
     TIERS,
+    BenchmarkRow,
     Blocker,
     EvalRow,
+    MediaRow,
+    MediaTierCheck,
     Section,
     StepSummary,
     TargetRow,
@@ -63,51 +75,139 @@ def evals_required(status: Any) -> bool:
     return normalise_status(status) in STATUS_TIERS and normalise_status(status) != "EXPERIMENTAL"
 
 
-def _ratio(measured: float | None, target: float | None) -> float | None:
-    if measured is None or target is None or target == 0:
-        return None
-    return measured / target
+#: The three targets a tier may set: target key -> (label in blockers, higher is better).
+TARGET_CHECKS: dict[str, tuple[str, bool]] = {
+    "ttft_ms": ("TTFT", False), "tput_user": ("t/s/u", True), "tput": ("decode tput", True)}
+#: Share of a point's requests allowed to fail when the spec says nothing.
+DEFAULT_MAX_ERROR_RATE = 0.0
 
 
-def check_tier(
-    tier: str,
-    required: bool,
-    targets: dict[str, Any] | None,
-    ran: bool,
-    ttft_ms: float | None,
-    tput_user: float | None,
-    tput: float | None,
-) -> TierCheck:
-    """Compare measured values with one tier's targets.
+def measured_values(point: BenchPoint) -> dict[str, float | None]:
+    """What each target is compared with: mean TTFT, t/s/u and decode throughput of the point."""
+    m = point.metrics
+    return {"ttft_ms": m.mean_ttft_ms, "tput_user": m.tput_user, "tput": m.decode_throughput}
 
-    A target that is set but has no measurement (e.g. every request failed) fails: there is
-    nothing showing the target was met."""
+
+def max_error_rate(spec: dict[str, Any]) -> tuple[float, str | None]:
+    """The spec's allowance ``device_model_spec.max_error_rate`` (0..1, default 0) and a note
+    when the value given is unusable."""
+    dms = spec.get("device_model_spec") if isinstance(spec.get("device_model_spec"), dict) else {}
+    value = dms.get("max_error_rate")
+    if value is None:
+        return DEFAULT_MAX_ERROR_RATE, None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        return DEFAULT_MAX_ERROR_RATE, (f"ignored max_error_rate {value!r} (expected a share between 0 "
+                                        f"and 1): no failed request is allowed")
+    return float(value), None
+
+
+def errors_within(error_rate: float | None, allowed: float) -> bool:
+    """A point's error rate is acceptable when it is known and not above the allowance."""
+    return error_rate is not None and error_rate <= allowed
+
+
+def error_rate_detail(row: BenchmarkRow, allowed: float) -> str:
+    """'isl 128/osl 128/con 4: 3 of 8 requests failed (http_5xx 2, connection_reset 1) > allowed 0'."""
+    failed = sum(row.failures_by_class.values()) or (row.failed or 0)
+    total = (row.completed or 0) + failed
+    classes = format_classes(row.failures_by_class) or "unclassified"
+    what = (f"{failed} of {total} requests failed ({classes})" if total
+            else "no request was measured")
+    return (f"isl {row.isl}/osl {row.osl}/con {row.max_concurrency}: {what} "
+            f"> allowed {allowed:g}")
+
+
+def check_tier(tier: str, required: bool, targets: dict[str, Any] | None,
+               point: BenchPoint | None, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> TierCheck:
+    """The one judge of a tier: compare one point's measurements with one tier's targets.
+
+    - ``point`` None: the point did not run; the check keeps the targets and judges nothing.
+    - A target that is not set (null, or not a positive number) is not checked and is listed
+      in ``unchecked``.
+    - A target that is set but has no measurement (no request completed, or one output token
+      each so there is no TPOT) fails and is listed in ``missing``: nothing shows it was met.
+    - A measurement of 0 is a measurement: a mean TTFT of 0.0 ms meets any positive target.
+    - A point whose error rate exceeds ``max_error_rate`` fails every tier that sets a target:
+      a target met by the requests that happened to succeed is not met.
+    - ``passed`` is None when the tier sets no target or the point did not run.
+    """
     targets = targets or {}
-    check = TierCheck(
-        tier=tier,
-        required=required,
-        ttft_ms=_num(targets.get("ttft_ms")),
-        tput_user=_num(targets.get("tput_user")),
-        tput=_num(targets.get("tput")),
-    )
-    if not ran:
+    check = TierCheck(tier=tier, required=required, **{k: _target(targets.get(k)) for k in TARGET_CHECKS})
+    check.unchecked = [k for k in TARGET_CHECKS if getattr(check, k) is None]
+    if point is None:
         return check
-    check.ttft_ratio = _ratio(ttft_ms, check.ttft_ms)
-    check.tput_user_ratio = _ratio(tput_user, check.tput_user)
-    check.tput_ratio = _ratio(tput, check.tput)
-    if check.ttft_ms is not None:
-        check.ttft_pass = ttft_ms is not None and ttft_ms <= check.ttft_ms
-    if check.tput_user is not None:
-        check.tput_user_pass = tput_user is not None and tput_user >= check.tput_user
-    if check.tput is not None:
-        check.tput_pass = tput is not None and tput >= check.tput
-    defined = [p for p in (check.ttft_pass, check.tput_user_pass, check.tput_pass) if p is not None]
-    check.passed = all(defined) if defined else None
+    measured = measured_values(point)
+    outcomes = []
+    for key, (_, higher) in TARGET_CHECKS.items():
+        target, value = getattr(check, key), measured[key]
+        if target is None:
+            continue
+        name = key.removesuffix("_ms")
+        if value is None:
+            check.missing.append(key)
+            ok = False
+        else:
+            setattr(check, f"{name}_ratio", value / target)
+            ok = value >= target if higher else value <= target
+        setattr(check, f"{name}_pass", ok)
+        outcomes.append(ok)
+    check.error_rate_pass = errors_within(point.metrics.error_rate, max_error_rate)
+    check.passed = all(outcomes) and check.error_rate_pass if outcomes else None
     return check
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+def check_metric_tier(tier: str, required: bool, targets: dict[str, Any] | None,
+                      measured: dict[str, float | None] | None, error_rate: float | None,
+                      max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> MediaTierCheck:
+    """``check_tier``'s rules for named metrics (media points): a null target is not checked, a
+    target without a measurement fails, a measured 0 is a measurement, and a point whose error
+    rate exceeds the allowance fails every tier that sets a target. ``measured`` None: the point
+    did not run (nothing judged). Direction comes from the metric's name
+    (``contracts.model_spec.metric_higher_is_better``)."""
+    check = MediaTierCheck(tier=tier, required=required,
+                           targets={k: t for k, v in (targets or {}).items() if (t := _target(v)) is not None})
+    if measured is None:
+        return check
+    outcomes = []
+    for name, target in check.targets.items():
+        value = measured.get(name)
+        if value is None:
+            check.missing.append(name)
+            outcomes.append(False)
+            continue
+        check.ratios[name] = round(value / target, 6)
+        ok = value >= target if metric_higher_is_better(name) else value <= target
+        if not ok:
+            check.failed_metrics.append(name)
+        outcomes.append(ok)
+    check.error_rate_pass = errors_within(error_rate, max_error_rate)
+    check.passed = (all(outcomes) and check.error_rate_pass) if outcomes else None
+    return check
+
+
+def media_blockers(rows: Iterable[MediaRow], tiers: list[str], max_error_rate: float) -> list[Blocker]:
+    """Blockers of media points: failed requests beyond the allowance (any status), a required
+    perf-reference point not run, a required tier missed."""
+    out = []
+    for row in rows:
+        if row.ran and not errors_within(row.error_rate, max_error_rate):
+            classes = format_classes(row.failures_by_class) or "unclassified"
+            out.append(Blocker("benchmarks", row.key, f"{row.failed or 0} of {row.num_requests or 0} requests "
+                                                      f"failed ({classes}) > allowed {max_error_rate:g}"))
+        for check in row.tiers:
+            if check.tier not in tiers:
+                continue
+            if not row.ran:
+                out.append(Blocker("benchmarks", row.key, "perf-reference point was not run", check.tier))
+            elif check.passed is False and (check.failed_metrics or check.missing):
+                parts = [f"{m} {row.figures.get(m)} vs target {check.targets[m]:g}" for m in check.failed_metrics]
+                parts += [f"{m} not measured" for m in check.missing]
+                out.append(Blocker("benchmarks", row.key, f"{check.tier}: " + "; ".join(parts), check.tier))
+    return out
+
+
+def _target(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         return None
     return float(value)
 
@@ -147,17 +247,21 @@ def parse_waivers(known_issues: Any) -> tuple[list[Waiver], list[str]]:
     return waivers, notes
 
 
-def _tier_failure_detail(row: TargetRow, check: TierCheck) -> str:
+def _tier_failure_detail(row: TargetRow, check: TierCheck) -> str | None:
+    """What a failed tier missed; None when its only failure is the point's error rate (the
+    point's own blocker names the failure classes)."""
+    measured = {"ttft_ms": row.measured_ttft_ms, "tput_user": row.measured_tput_user,
+                "tput": row.measured_tput}
     parts = []
-    if check.ttft_pass is False:
-        parts.append(f"TTFT {_fmt(row.measured_ttft_ms)} ms > target {_fmt(check.ttft_ms)} ms")
-    if check.tput_user_pass is False:
-        parts.append(
-            f"t/s/u {_fmt(row.measured_tput_user)} < target {_fmt(check.tput_user)}"
-        )
-    if check.tput_pass is False:
-        parts.append(f"decode tput {_fmt(row.measured_tput)} < target {_fmt(check.tput)}")
-    return f"{check.tier} tier: " + "; ".join(parts)
+    for key, (label, higher) in TARGET_CHECKS.items():
+        target = getattr(check, key)
+        unit = " ms" if key == "ttft_ms" else ""
+        if key in check.missing:
+            parts.append(f"{label} not measured (target {_fmt(target)}{unit})")
+        elif getattr(check, f"{key.removesuffix('_ms')}_pass") is False:
+            parts.append(f"{label} {_fmt(measured[key])}{unit} {'<' if higher else '>'} "
+                         f"target {_fmt(target)}{unit}")
+    return f"{check.tier} tier: " + "; ".join(parts) if parts else None
 
 
 def _fmt(value: float | None) -> str:
@@ -176,17 +280,28 @@ def decide(
     evals_judged: bool,
     known_issues: Any,
     record_problems: Iterable[str] = (),
+    benchmarks: Iterable[BenchmarkRow] = (),
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+    notes: Iterable[str] = (),
+    media: Iterable[MediaRow] = (),
 ) -> Verdict:
     """Collect blockers, apply waivers, and return the verdict."""
     status = normalise_status(model_status)
     tiers = required_tiers(status)
     need_evals = evals_required(status)
-    waivers, notes = parse_waivers(known_issues)
+    waivers, waiver_notes = parse_waivers(known_issues)
+    notes = [*notes, *waiver_notes]
+    benchmarks = list(benchmarks)
     if status not in STATUS_TIERS:
         notes.append(f"unknown model status {model_status!r}: treated as EXPERIMENTAL")
     raw: list[Blocker] = []
 
+    too_many_errors = [row for row in benchmarks if not errors_within(row.error_rate, max_error_rate)]
+    media = list(media)
     explained = _explained_sections(targets, evals, tests, stress_tests)
+    if too_many_errors or any(not errors_within(r.error_rate, max_error_rate) or any(
+            t.passed is False for t in r.tiers) for r in media if r.ran):
+        explained.add("benchmarks")
     for step in steps:
         if step.name == "reports" or step.status != "failed":
             continue  # a previous reports step "failed" only because its verdict was FAIL
@@ -201,6 +316,8 @@ def decide(
         raw.append(Blocker("records", "unreadable", problem))
 
     if benchmarks_judged:
+        for row in too_many_errors:
+            raw.append(Blocker("benchmarks", row.key, error_rate_detail(row, max_error_rate)))
         for row in targets:
             for check in row.tiers:
                 if check.tier not in tiers:
@@ -209,8 +326,10 @@ def decide(
                     raw.append(Blocker("benchmarks", row.key,
                                        "perf-reference point was not run", check.tier))
                 elif check.passed is False:
-                    raw.append(Blocker("benchmarks", row.key,
-                                       _tier_failure_detail(row, check), check.tier))
+                    detail = _tier_failure_detail(row, check)
+                    if detail is not None:
+                        raw.append(Blocker("benchmarks", row.key, detail, check.tier))
+        raw.extend(media_blockers(media, tiers, max_error_rate))
 
     if evals_judged and need_evals:
         if not evals:
@@ -277,5 +396,5 @@ def _eval_detail(ev: EvalRow) -> str:
     return f"eval status {ev.status}, score {ev.value}"
 
 
-__all__ = ["TIERS", "STATUS_TIERS", "check_tier", "decide", "required_tiers", "evals_required",
-           "parse_waivers", "Waiver"]
+__all__ = ["TIERS", "STATUS_TIERS", "check_tier", "check_metric_tier", "media_blockers", "decide", "required_tiers", "evals_required",
+           "parse_waivers", "Waiver", "max_error_rate", "error_rate_detail", "measured_values"]

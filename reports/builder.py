@@ -13,8 +13,13 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from benchmarking.point_record import BenchPoint, point_key
+from contracts.typed_record import RecordError
+from evals.records import EvalRecord
 from reports import acceptance
 from reports.distributions import from_metrics, from_requests
+from reports.media_section import is_media_reference, read_media
+from reports.section_tables import conformance_tables, stress_tables
 from reports.schema import (
     TIERS,
     BenchmarkRow,
@@ -33,10 +38,6 @@ from reports.schema import (
 
 class BadRunDir(ValueError):
     """The run directory lacks what a report needs (exit code 2 in run_reports)."""
-
-
-def point_key(isl: int, osl: int, con: int) -> str:
-    return f"isl-{isl}_osl-{osl}_con-{con}"
 
 
 def _load_json(path: Path) -> Any:
@@ -197,66 +198,57 @@ def _steps(manifest: dict) -> list[StepSummary]:
 
 # -- records -------------------------------------------------------------------------------
 
-def _benchmark_row(run_dir: Path, path: Path, rec: dict) -> BenchmarkRow:
-    point = rec.get("point") or {}
-    m = rec.get("metrics") or {}
-    isl, osl = int(point["isl"]), int(point["osl"])
-    con, n = int(point["max_concurrency"]), int(point["num_prompts"])
-    req_path = _inside(run_dir, rec.get("requests_file"))
+def _benchmark_row(run_dir: Path, path: Path, rec: BenchPoint) -> BenchmarkRow:
+    """The report's view of one point record: its own numbers, nothing recomputed."""
+    point, m = rec.point, rec.metrics
+    req_path = _inside(run_dir, rec.requests_file)
     if req_path is None:
         sibling = path.with_name(path.stem + ".requests.jsonl")
         req_path = sibling if sibling.is_file() else None
     ttft_dist = tpot_dist = None
     if req_path is not None and req_path.is_file():
         ttft_dist, tpot_dist = from_requests(req_path)
-    ttft_dist = ttft_dist or from_metrics(m, "ttft")
-    tpot_dist = tpot_dist or from_metrics(m, "tpot")
-    tpot = _num(m.get("mean_tpot_ms"))
-    tput_user = _num(m.get("tput_user"))
-    if tput_user is None and tpot:
-        tput_user = 1000.0 / tpot
-    decode = _num(m.get("decode_throughput"))
-    if decode is None and tput_user is not None:
-        decode = tput_user * min(con, n)
-    ttft = _num(m.get("mean_ttft_ms"))
-    prefill = _num(m.get("prefill_throughput"))
-    if prefill is None and ttft:
-        prefill = isl * min(con, n) / (ttft / 1000.0)
+    metrics = m.to_dict()
+    ttft_dist = ttft_dist or from_metrics(metrics, "ttft")
+    tpot_dist = tpot_dist or from_metrics(metrics, "tpot")
     return BenchmarkRow(
-        key=point_key(isl, osl, con), isl=isl, osl=osl, max_concurrency=con, num_prompts=n,
-        source=_str(point.get("source")), tool=_str(rec.get("tool")),
-        completed=_int(m.get("completed")), failed=_int(m.get("failed")),
-        mean_ttft_ms=ttft, median_ttft_ms=_num(m.get("median_ttft_ms")),
-        p99_ttft_ms=_num(m.get("p99_ttft_ms")), mean_tpot_ms=tpot,
-        mean_itl_ms=_num(m.get("mean_itl_ms")), mean_e2el_ms=_num(m.get("mean_e2el_ms")),
-        tput_user=tput_user, decode_throughput=decode, prefill_throughput=prefill,
-        request_throughput=_num(m.get("request_throughput")),
-        output_throughput=_num(m.get("output_throughput")),
+        key=point.key, isl=point.isl, osl=point.osl, max_concurrency=point.max_concurrency,
+        num_prompts=point.num_prompts, source=_str(point.source), tool=_str(rec.tool),
+        completed=_int(m.completed), failed=_int(m.failed),
+        failures_by_class=rec.failure_classes(), error_rate=_num(m.error_rate),
+        mean_ttft_ms=_num(m.mean_ttft_ms), median_ttft_ms=_num(m.median_ttft_ms),
+        p99_ttft_ms=_num(metrics.get("p99_ttft_ms")), mean_tpot_ms=_num(m.mean_tpot_ms),
+        mean_itl_ms=_num(m.mean_itl_ms), mean_e2el_ms=_num(m.mean_e2el_ms),
+        tput_user=_num(m.tput_user), decode_throughput=_num(m.decode_throughput),
+        prefill_throughput=_num(m.prefill_throughput),
+        request_throughput=_num(m.request_throughput),
+        output_throughput=_num(m.output_throughput),
         point_file=path.relative_to(run_dir).as_posix(),
         requests_file=req_path.relative_to(run_dir.resolve()).as_posix() if req_path else None,
         ttft_dist=ttft_dist, tpot_dist=tpot_dist,
     )
 
 
-def _read_benchmarks(run_dir: Path, problems: list[str]) -> tuple[list[BenchmarkRow], dict]:
-    rows, point_targets = [], {}
+PointKey = tuple[int, int, int, int]
+
+
+def _read_benchmarks(run_dir: Path, problems: list[str]
+                     ) -> tuple[list[BenchmarkRow], dict[PointKey, BenchPoint]]:
+    rows, points = [], {}
     for path in sorted((run_dir / "benchmarks").glob("point_*.json")):
         if "." in path.stem:  # companions of a point (e.g. .prom.json metrics snapshots), not summaries
             continue
         rel = path.relative_to(run_dir).as_posix()
         try:
-            rec = _load_json(path)
-            if not str(rec.get("schema", "")).startswith("tt-bench-point/"):
-                raise ValueError(f"unexpected schema {rec.get('schema')!r}")
+            rec = BenchPoint.read(path)
             row = _benchmark_row(run_dir, path, rec)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (RecordError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             problems.append(f"{rel}: {exc}")
             continue
         rows.append(row)
-        if isinstance(rec.get("targets"), dict):
-            point_targets[(row.isl, row.osl, row.max_concurrency, row.num_prompts)] = rec["targets"]
+        points[(row.isl, row.osl, row.max_concurrency, row.num_prompts)] = rec
     rows.sort(key=lambda r: (r.isl, r.osl, r.max_concurrency, r.num_prompts))
-    return rows, point_targets
+    return rows, points
 
 
 def _perf_reference(spec: dict) -> list[dict]:
@@ -265,12 +257,16 @@ def _perf_reference(spec: dict) -> list[dict]:
     return [r for r in refs if isinstance(r, dict)]
 
 
-def _targets(spec: dict, rows: list[BenchmarkRow], point_targets: dict) -> list[TargetRow]:
-    """One target row per perf-reference entry (from the run's spec snapshot). A matching
-    point is one with the same ISL/OSL/concurrency, preferring the same prompt count."""
+def _targets(spec: dict, rows: list[BenchmarkRow], points: dict[PointKey, BenchPoint],
+             allowed_error_rate: float) -> list[TargetRow]:
+    """One target row per perf-reference entry (from the run's spec snapshot), judged by
+    ``acceptance.check_tier``. A matching point is one with the same ISL/OSL/concurrency,
+    preferring the same prompt count."""
     tiers_required = acceptance.required_tiers(spec.get("status"))
     out = []
     for ref in _perf_reference(spec):
+        if is_media_reference(ref):
+            continue  # judged in the media section
         try:
             isl, osl, con = int(ref["isl"]), int(ref["osl"]), int(ref["max_concurrency"])
         except (KeyError, TypeError, ValueError):
@@ -278,62 +274,56 @@ def _targets(spec: dict, rows: list[BenchmarkRow], point_targets: dict) -> list[
         n = _int(ref.get("num_prompts"))
         same = [r for r in rows if (r.isl, r.osl, r.max_concurrency) == (isl, osl, con)]
         exact = [r for r in same if n is None or r.num_prompts == n]
-        point = (exact or same or [None])[0]
+        row_point = (exact or same or [None])[0]
+        point = points[(row_point.isl, row_point.osl, row_point.max_concurrency,
+                        row_point.num_prompts)] if row_point is not None else None
         targets = ref.get("targets") if isinstance(ref.get("targets"), dict) else None
         if targets is None and point is not None:
-            targets = point_targets.get((point.isl, point.osl, point.max_concurrency,
-                                         point.num_prompts)) or {}
+            targets = point.targets  # the spec entry has none: the ones the point ran with
         row = TargetRow(key=point_key(isl, osl, con), isl=isl, osl=osl, max_concurrency=con,
                         num_prompts=n, ran=point is not None)
         if point is not None:
-            row.measured_ttft_ms = point.mean_ttft_ms
-            row.measured_tput_user = point.tput_user
-            row.measured_tput = point.decode_throughput
+            measured = acceptance.measured_values(point)
+            row.measured_ttft_ms = measured["ttft_ms"]
+            row.measured_tput_user = measured["tput_user"]
+            row.measured_tput = measured["tput"]
         for tier in TIERS:
             tier_targets = (targets or {}).get(tier)
             if not isinstance(tier_targets, dict):
                 continue
             row.tiers.append(acceptance.check_tier(
-                tier, tier in tiers_required, tier_targets, row.ran,
-                row.measured_ttft_ms, row.measured_tput_user, row.measured_tput))
+                tier, tier in tiers_required, tier_targets, point, allowed_error_rate))
         out.append(row)
     return out
 
 
 def _read_evals(run_dir: Path, problems: list[str]) -> list[EvalRow]:
+    """Eval records read through their own record (``evals.records.EvalRecord``)."""
     rows = []
     for path in sorted((run_dir / "evals").glob("*/eval_record.json")):
         rel = path.relative_to(run_dir).as_posix()
         try:
-            r = _load_json(path)
-            if not str(r.get("schema", "")).startswith("tt-eval-record/"):
-                raise ValueError(f"unexpected schema {r.get('schema')!r}")
-            passed = r.get("passed")
-            rows.append(EvalRow(
-                task=str(r.get("task") or path.parent.name),
-                status=str(r.get("status") or "error"),
-                metric=_str(r.get("metric")), value=_num(r.get("value")),
-                stderr=_num(r.get("stderr")), samples=_int(r.get("samples")),
-                mode=_str(r.get("mode")),
-                published_score=_num(r.get("published_score")),
-                published_source=_str(r.get("published_source")),
-                reference_score=_num(r.get("reference_score")),
-                reference_source=_str(r.get("reference_source")),
-                tolerance=_num(r.get("tolerance")),
-                ratio_to_reference=_num(r.get("ratio_to_reference")),
-                ratio_to_published=_num(r.get("ratio_to_published")),
-                passed=passed if isinstance(passed, bool) else None,
-                error=_str(r.get("error")), record_file=rel,
-            ))
+            r = EvalRecord.read(path)
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             problems.append(f"{rel}: {exc}")
+            continue
+        rows.append(EvalRow(
+            task=str(r.task or path.parent.name), status=str(r.status or "error"),
+            metric=_str(r.metric), value=_num(r.value), stderr=_num(r.stderr),
+            samples=_int(r.samples), mode=_str(r.mode),
+            published_score=_num(r.published_score), published_source=_str(r.published_source),
+            reference_score=_num(r.reference_score), reference_source=_str(r.reference_source),
+            tolerance=_num(r.tolerance), ratio_to_reference=_num(r.ratio_to_reference),
+            ratio_to_published=_num(r.ratio_to_published),
+            passed=r.passed if isinstance(r.passed, bool) else None,
+            error=_str(r.error), record_file=rel))
     rows.sort(key=lambda e: e.task)
     return rows
 
 
 def _read_section(run_dir: Path, name: str, problems: list[str]) -> list[SectionItem]:
-    """Tests and stress-test records: their schemas come in a later issue, so only a name,
-    a status and a pass flag are lifted out; a record is failed only when it says so."""
+    """Tests and stress-test records, judged by their pass flag: only a name, a status and a
+    pass flag are lifted out; a record is failed only when it says so."""
     items = []
     for path in sorted((run_dir / name).glob("*.json")):
         if path.name == "outputs.json":
@@ -420,35 +410,38 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None) -> ReportRe
     manifest, spec, cli_args = load_inputs(run_dir, model_spec_json)
     steps = _steps(manifest)
     problems: list[str] = []
-    benchmarks, point_targets = _read_benchmarks(run_dir, problems)
-    targets = _targets(spec, benchmarks, point_targets)
+    benchmarks, points = _read_benchmarks(run_dir, problems)
+    allowed_error_rate, allowance_note = acceptance.max_error_rate(spec)
+    targets = _targets(spec, benchmarks, points, allowed_error_rate)
     evals = _read_evals(run_dir, problems)
+    media = read_media(run_dir, spec, problems, allowed_error_rate)
     test_items = _read_section(run_dir, "tests", problems)
     stress_items = _read_section(run_dir, "stress_tests", problems)
     workflow = _str(manifest.get("workflow"))
 
     not_run: list[SectionNotRun] = []
     judged: dict[str, bool] = {}
-    for name, has in (("benchmarks", bool(benchmarks)), ("evals", bool(evals)),
+    for name, has in (("benchmarks", bool(benchmarks) or any(m.ran for m in media)), ("evals", bool(evals)),
                       ("tests", bool(test_items)), ("stress_tests", bool(stress_items))):
         ok, reason = _judged(name, steps, workflow, has)
-        # Tests and stress tests have no runner yet: without records they were not run.
+        # A tests or stress_tests section without records was not run.
         if ok and name in ("tests", "stress_tests") and not has:
             ok, reason = False, "no records (not run)"
         judged[name] = ok
         if not ok:
             not_run.append(SectionNotRun(name, reason or "not run"))
 
-    tests = Section(ran=judged["tests"], items=test_items,
+    tests = Section(ran=judged["tests"], items=test_items, tables=conformance_tables(run_dir),
                     note=None if judged["tests"] else "not run")
-    stress = Section(ran=judged["stress_tests"], items=stress_items,
+    stress = Section(ran=judged["stress_tests"], items=stress_items, tables=stress_tables(run_dir),
                      note=None if judged["stress_tests"] else "not run")
     verdict = acceptance.decide(
         model_status=spec.get("status"), steps=steps, targets=targets, evals=evals,
         tests=tests, stress_tests=stress, benchmarks_judged=judged["benchmarks"],
         evals_judged=judged["evals"], known_issues=spec.get("known_issues"),
-        record_problems=problems)
+        record_problems=problems, benchmarks=benchmarks, max_error_rate=allowed_error_rate,
+        notes=[allowance_note] if allowance_note else [], media=media)
     return ReportRecord(
         metadata=_metadata(manifest, spec, cli_args, steps),
-        verdict=verdict, benchmarks=benchmarks, targets=targets, evals=evals,
+        verdict=verdict, benchmarks=benchmarks, targets=targets, evals=evals, media=media,
         tests=tests, stress_tests=stress, sections_not_run=not_run)

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from reports import views
+from reports.media_views import media_tables
 from reports.schema import ReportRecord, Section
 
 
@@ -42,6 +43,8 @@ def _section(console: Console, title: str, section: Section, reason: str | None)
     console.print(_table(title, ["Name", "Status", "Result", "Detail"],
                          [[i.name, i.status or "n/a", views.check(i.passed), i.detail or ""]
                           for i in section.items]))
+    for t in section.tables:  # detail tables from the section's typed records
+        console.print(_table(t.title, t.headers, t.rows))
 
 
 def print_summary(record: ReportRecord, file: TextIO | None = None, width: int = 160) -> None:
@@ -58,8 +61,10 @@ def print_summary(record: ReportRecord, file: TextIO | None = None, width: int =
     if record.benchmarks:
         console.print(_table("Benchmarks", [h for h, _ in views.BENCHMARK_COLUMNS],
                              [views.cells(views.BENCHMARK_COLUMNS, r) for r in record.benchmarks]))
-    else:
+    elif not record.media:
         console.print(escape(f"Benchmarks: not run ({reasons.get('benchmarks', 'no records')})"))
+    for media in media_tables(record):
+        console.print(_table(f"Media benchmarks: {media.title}", media.headers[:-1], [r[:-1] for r in media.rows]))
     if record.targets:
         cols = views.compact_target_columns(record)
         console.print(_table("Performance targets", [h for h, _ in cols],

@@ -10,15 +10,16 @@ import csv
 import io
 
 from reports.schema import TIERS, ReportRecord
+from reports.section_tables import csv_rows
 
 FIELDS = [
     "section", "item", "model_id", "device", "run_id",
-    "isl", "osl", "max_concurrency", "num_prompts", "completed", "failed",
+    "isl", "osl", "max_concurrency", "num_prompts", "completed", "failed", "failure_classes",
     "mean_ttft_ms", "mean_tpot_ms", "tput_user", "decode_throughput", "prefill_throughput",
     "mean_e2el_ms", "request_throughput",
     *(f"{t}_result" for t in TIERS),
     "metric", "value", "reference_score", "ratio_to_reference", "published_score",
-    "ratio_to_published", "result", "detail",
+    "ratio_to_published", "result", "detail", "figures",
 ]
 
 
@@ -41,6 +42,7 @@ def render_csv(record: ReportRecord) -> str:
         row = {**base, "section": "benchmark", "item": r.key, "isl": r.isl, "osl": r.osl,
                "max_concurrency": r.max_concurrency, "num_prompts": r.num_prompts,
                "completed": _f(r.completed), "failed": _f(r.failed),
+               "failure_classes": r.failure_text(),
                "mean_ttft_ms": _f(r.mean_ttft_ms), "mean_tpot_ms": _f(r.mean_tpot_ms),
                "tput_user": _f(r.tput_user), "decode_throughput": _f(r.decode_throughput),
                "prefill_throughput": _f(r.prefill_throughput),
@@ -56,6 +58,15 @@ def render_csv(record: ReportRecord) -> str:
             rows.append({**base, "section": "benchmark", "item": t.key, "isl": t.isl,
                          "osl": t.osl, "max_concurrency": t.max_concurrency,
                          "num_prompts": _f(t.num_prompts), "result": "NOT RUN"})
+    for r in record.media:
+        row = {**base, "section": f"media_{r.kind}", "item": r.key, "max_concurrency": r.max_concurrency,
+               "num_prompts": _f(r.num_requests), "completed": _f(r.completed), "failed": _f(r.failed),
+               "failure_classes": ", ".join(f"{k} {v}" for k, v in sorted(r.failures_by_class.items())),
+               "figures": "; ".join(f"{k}={_f(v, 6)}" for k, v in sorted(r.figures.items())),
+               "result": "" if r.ran else "NOT RUN"}
+        for check in r.tiers:
+            row[f"{check.tier}_result"] = _b(check.passed)
+        rows.append(row)
     for e in record.evals:
         rows.append({**base, "section": "eval", "item": e.task, "metric": e.metric or "",
                      "value": _f(e.value, 4), "reference_score": _f(e.reference_score, 4),
@@ -68,6 +79,7 @@ def render_csv(record: ReportRecord) -> str:
         for i in section.items:
             rows.append({**base, "section": name, "item": i.name, "result": _b(i.passed),
                          "detail": i.detail or ""})
+        rows += [{**base, **row} for row in csv_rows(name, section.tables)]
     for s in record.sections_not_run:
         rows.append({**base, "section": s.section, "item": "*", "result": "NOT RUN",
                      "detail": s.reason})

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from benchmarking.metrics import percentile
 from reports.schema import Distribution
 
 HIST_BINS = 12
@@ -52,16 +53,6 @@ def _request_values(rec: dict) -> tuple[float | None, float | None]:
         if e2el is not None and out is not None and out > 1:
             tpot = (e2el - ttft) / (out - 1)
     return ttft, tpot
-
-
-def percentile(sorted_values: list[float], pct: float) -> float:
-    """Linear-interpolated percentile of an already sorted non-empty list."""
-    if len(sorted_values) == 1:
-        return sorted_values[0]
-    pos = (len(sorted_values) - 1) * pct / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 def summarise(values: list[float], source: str = "requests") -> Distribution | None:

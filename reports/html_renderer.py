@@ -12,6 +12,7 @@ from markupsafe import Markup
 
 from reports import plots, views
 from reports.legend import legend
+from reports.media_views import media_tables, target_lines
 from reports.schema import ReportRecord
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -47,6 +48,11 @@ def render_html(record: ReportRecord) -> str:
         "bench": _table(views.BENCHMARK_COLUMNS, record.benchmarks),
         "targets": _table(views.TIER_COLUMNS, views.tier_rows(record)),
         "evals": _table(views.EVAL_COLUMNS, record.evals),
+        "media": [{"kind": t.kind, "title": t.title,
+                   "table": {"headers": t.headers, "rows": [[(c, _cls(c)) for c in row] for row in t.rows]},
+                   "targets": [line for line in target_lines(record) if line.startswith(f"{t.kind}_")],
+                   "plot": Markup(plots.media_latency_plot(record.media, t.kind))}
+                  for t in media_tables(record)],
         "sections": [("Tests", record.tests, not_run.get("tests")),
                      ("Stress tests", record.stress_tests, not_run.get("stress_tests"))],
         "not_run": not_run,

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from reports import views
 from reports.legend import legend
+from reports.media_views import media_tables, target_lines
 from reports.schema import ReportRecord, Section
+from reports.section_tables import markdown_lines
 
 
 def _escape(text: str) -> str:
@@ -32,6 +34,7 @@ def _section_items(title: str, name: str, section: Section, record: ReportRecord
     out += [table(["Name", "Status", "Result", "Detail", "Record"],
                   [[i.name, i.status or "n/a", views.check(i.passed), i.detail or "",
                     i.record_file or ""] for i in section.items]), ""]
+    out += markdown_lines(section.tables, table)
     return out
 
 
@@ -84,6 +87,12 @@ def render_markdown(record: ReportRecord) -> str:
                       [views.cells(cols, p) for p in views.tier_rows(record)]), ""]
     else:
         out += ["The model spec defines no performance reference for this device.", ""]
+
+    for media in media_tables(record):
+        out += [f"## Media benchmarks: {media.title}", "", table(media.headers, media.rows), ""]
+        lines = [line for line in target_lines(record) if line.startswith(f"{media.kind}_")]
+        if lines:
+            out += ["Targets:", ""] + [f"- {line}" for line in lines] + [""]
 
     out += ["## Accuracy (evals)", ""]
     if record.evals:

@@ -237,3 +237,29 @@ def accuracy_plot(evals: list[EvalRow]) -> str:
     f.parts.append(f'<line x1="{_t(x1)}" x2="{_t(x1)}" y1="{MT}" y2="{height - MB}" '
                    f'stroke="#444"/>')
     return f.svg()
+
+
+def media_latency_plot(rows: list, kind: str) -> str:
+    """Median and p95 latency of a media kind's points against concurrency: where queueing starts."""
+    plot_kind, title = f"media-{kind}", f"{kind}: latency vs concurrency"
+    pts = sorted((r for r in rows if r.kind == kind and r.ran and r.latency_p50_ms is not None),
+                 key=lambda r: r.max_concurrency)
+    if not pts:
+        return _empty(plot_kind, title, "no measured points")
+    top = max((r.latency_p95_ms or r.latency_p50_ms) for r in pts)
+    f = _Frame(plot_kind, title, "concurrency", "latency (ms)",
+               (0.0, max(r.max_concurrency for r in pts) * 1.1), (0.0, top * 1.12))
+    f.axes()
+    for i, (name, label) in enumerate((("latency_p50_ms", "p50"), ("latency_p95_ms", "p95"))):
+        colour = PALETTE[i % len(PALETTE)]
+        series = [(r.max_concurrency, getattr(r, name)) for r in pts if getattr(r, name) is not None]
+        if len(series) > 1:
+            f.parts.append(f'<polyline points="{" ".join(f"{_t(f.sx(x))},{_t(f.sy(y))}" for x, y in series)}" '
+                           f'fill="none" stroke="{colour}" stroke-width="2"/>')
+        for x, y in series:
+            f.parts.append(f'<circle cx="{_t(f.sx(x))}" cy="{_t(f.sy(y))}" r="4.5" fill="{colour}">'
+                           f'<title>{label} at concurrency {x}: {y:.1f} ms</title></circle>')
+        ly = MT + 6 + 16 * i
+        f.parts.append(f'<rect x="{ML + 10}" y="{ly}" width="12" height="12" fill="{colour}"/>')
+        f.parts.append(f'<text x="{ML + 27}" y="{ly + 10}" font-size="11">{label}</text>')
+    return f.svg()

@@ -1,11 +1,14 @@
 """Typed report record (``tt-report/1``): the single source every renderer reads.
 
-The report is an API: ``report.json`` is written from these dataclasses and read back into the
-same dataclasses, so markdown, CSV, HTML and the console are all views of one record and a
-consumer (CI, a dashboard) can rely on the shape. Stdlib only, so any venv can read a report.
+The report is an API: ``report.json`` is written from these records and read back into the same
+records (``contracts.typed_record``: schema checked, unknown keys kept), so markdown, CSV, HTML and
+the console are all views of one record and a consumer (CI, a dashboard) can rely on the shape.
+Each field's one-line description is the legend the report prints (``reports/legend.py`` picks
+the rows). Stdlib only, so any venv can read a report.
 
-Versioning: ``schema`` is ``tt-report/<major>``. Readers accept the major they know and ignore
-unknown keys (additive changes keep the major); a different major is rejected loudly.
+Versioning: ``schema`` is ``tt-report/<major>``. Readers accept the major they know and keep
+unknown keys (additive changes keep the major); a different major is rejected loudly. Values are
+type-checked on read, naming the path of a bad value (``benchmarks[0].isl``).
 """
 from __future__ import annotations
 
@@ -14,9 +17,13 @@ import json
 import math
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from benchmarking.point_record import format_classes
+from contracts.typed_record import RecordError, TypedRecord, described
+from reports.section_tables import SectionTable
 
 SCHEMA = "tt-report/1"
 SCHEMA_MAJOR = 1
@@ -24,267 +31,355 @@ SCHEMA_MAJOR = 1
 #: Target tiers, weakest first; the order is used for display and for status enforcement.
 TIERS = ("functional", "complete", "target")
 
-
-class SchemaError(ValueError):
-    """A report document that does not match the schema this code understands."""
-
-
-@dataclass
-class HostInfo:
-    cpu: str | None = None
-    cores: int | None = None
-    ram_gb: float | None = None
-    os: str | None = None
+#: A report document that does not match the schema this code understands.
+SchemaError = RecordError
 
 
 @dataclass
-class Environment:
+class HostInfo(TypedRecord):
+    cpu: str | None = described("CPU model.", None)
+    cores: int | None = described("CPU cores.", None)
+    ram_gb: float | None = described("Installed memory (GB).", None)
+    os: str | None = described("Operating system.", None)
+
+
+@dataclass
+class Environment(TypedRecord):
     """Software and host facts. ``source`` says whether the run recorded them (``manifest``)
     or the report builder had to gather them itself (``report-time``), which may differ from
     the host the run happened on."""
 
-    source: str = "report-time"
-    python: str | None = None
-    packages: dict[str, str] = field(default_factory=dict)
-    host: HostInfo = field(default_factory=HostInfo)
+    source: str = described("manifest (recorded by the run) or report-time (gathered by the report).",
+                            "report-time")
+    python: str | None = described("Python version.", None)
+    packages: dict[str, str] = described("Package versions that shaped the numbers.", factory=dict)
+    host: HostInfo = described("The host.", factory=HostInfo, record=HostInfo)
 
 
 @dataclass
-class StepSummary:
-    name: str
-    status: str
-    duration_s: float | None = None
-    detail: str | None = None
+class StepSummary(TypedRecord):
+    name: str = described("Run step (server, evals, benchmarks, ...).")
+    status: str = described("passed, failed, skipped, not_run or running.")
+    duration_s: float | None = described("Wall time of the step (s).", None)
+    detail: str | None = described("Why the step ended as it did.", None)
 
 
 @dataclass
-class Metadata:
-    run_id: str
-    model_id: str
-    model_name: str | None = None
-    hf_model_repo: str | None = None
-    served_model_name: str | None = None
-    device: str | None = None
-    impl_id: str | None = None
-    impl_name: str | None = None
-    engine: str | None = None
-    docker_image: str | None = None
-    tt_metal_commit: str | None = None
-    vllm_commit: str | None = None
-    model_status: str | None = None
-    model_version: str | None = None
-    workflow: str | None = None
-    run_status: str | None = None
-    run_started: str | None = None
-    run_ended: str | None = None
-    duration_s: float | None = None
-    run_command: str | None = None
-    generated_at: str | None = None
-    generator: str = "tt-inference-server reports"
-    environment: Environment = field(default_factory=Environment)
-    steps: list[StepSummary] = field(default_factory=list)
+class Metadata(TypedRecord):
+    run_id: str = described("The run directory's id.")
+    model_id: str = described("Model spec id.")
+    model_name: str | None = described("Model name.", None)
+    hf_model_repo: str | None = described("Hugging Face repository of the weights.", None)
+    served_model_name: str | None = described("Model name the server answers to.", None)
+    device: str | None = described("Device type.", None)
+    impl_id: str | None = described("Implementation id.", None)
+    impl_name: str | None = described("Implementation name.", None)
+    engine: str | None = described("Inference engine.", None)
+    docker_image: str | None = described("Server image.", None)
+    tt_metal_commit: str | None = described("tt-metal commit of the implementation.", None)
+    vllm_commit: str | None = described("vLLM commit of the implementation.", None)
+    model_status: str | None = described("Model status; decides the required tiers.", None)
+    model_version: str | None = described("Model spec version.", None)
+    workflow: str | None = described("Workflow the run executed.", None)
+    run_status: str | None = described("The run's own status from its manifest.", None)
+    run_started: str | None = described("Run start (ISO 8601).", None)
+    run_ended: str | None = described("Run end (ISO 8601).", None)
+    duration_s: float | None = described("Run wall time (s).", None)
+    run_command: str | None = described("Command line that reproduces the run (secrets redacted).", None)
+    generated_at: str | None = described("When this report was built (ISO 8601).", None)
+    generator: str = described("Tool that built the report.", "tt-inference-server reports")
+    environment: Environment = described("Software and host facts.", factory=Environment, record=Environment)
+    steps: list[StepSummary] = described("The run's steps.", factory=list, record_list=StepSummary)
 
 
 @dataclass
-class Distribution:
+class Distribution(TypedRecord):
     """Summary of a per-request metric; enough to draw a box plot and a histogram without
     copying every request into the report."""
 
-    source: str  # "requests" (per-request file) or "metrics" (point's percentiles only)
-    count: int | None = None
-    min: float | None = None
-    p5: float | None = None
-    p25: float | None = None
-    p50: float | None = None
-    p75: float | None = None
-    p95: float | None = None
-    p99: float | None = None
-    max: float | None = None
-    mean: float | None = None
-    hist_edges: list[float] = field(default_factory=list)
-    hist_counts: list[int] = field(default_factory=list)
+    source: str = described("requests (per-request file) or metrics (the point's percentiles only).")
+    count: int | None = described("Requests summarised.", None)
+    min: float | None = described("Smallest value (ms).", None)
+    p5: float | None = described("5th percentile (ms).", None)
+    p25: float | None = described("25th percentile (ms).", None)
+    p50: float | None = described("Median (ms).", None)
+    p75: float | None = described("75th percentile (ms).", None)
+    p95: float | None = described("95th percentile (ms).", None)
+    p99: float | None = described("99th percentile (ms).", None)
+    max: float | None = described("Largest value (ms).", None)
+    mean: float | None = described("Mean (ms).", None)
+    hist_edges: list[float] = described("Histogram bin edges (ms).", factory=list)
+    hist_counts: list[int] = described("Requests per histogram bin.", factory=list)
 
 
 @dataclass
-class BenchmarkRow:
-    """One benchmark point as measured; values are the point record's, never recomputed from
-    other runs."""
+class BenchmarkRow(TypedRecord):
+    """One benchmark point as measured; values are the point record's (``BenchPoint``), never
+    recomputed here or from other runs. Their definitions are BenchPoint's field descriptions."""
 
-    key: str  # "isl-128_osl-128_con-1" (the key known_issues waivers use)
-    isl: int
-    osl: int
-    max_concurrency: int
-    num_prompts: int
-    source: str | None = None
-    tool: str | None = None
-    completed: int | None = None
-    failed: int | None = None
-    mean_ttft_ms: float | None = None
-    median_ttft_ms: float | None = None
-    p99_ttft_ms: float | None = None
-    mean_tpot_ms: float | None = None
-    mean_itl_ms: float | None = None
-    mean_e2el_ms: float | None = None
-    tput_user: float | None = None
-    decode_throughput: float | None = None
-    prefill_throughput: float | None = None
-    request_throughput: float | None = None
-    output_throughput: float | None = None
-    point_file: str | None = None
-    requests_file: str | None = None
-    ttft_dist: Distribution | None = None
-    tpot_dist: Distribution | None = None
+    key: str = described("Point name, isl-<isl>_osl-<osl>_con-<con> (the key known_issues waivers use).")
+    isl: int = described("See BenchPoint.point.isl.")
+    osl: int = described("See BenchPoint.point.osl.")
+    max_concurrency: int = described("See BenchPoint.point.max_concurrency.")
+    num_prompts: int = described("See BenchPoint.point.num_prompts.")
+    source: str | None = described("See BenchPoint.point.source.", None)
+    tool: str | None = described("See BenchPoint.tool.", None)
+    completed: int | None = described("See BenchPoint.metrics.completed.", None)
+    failed: int | None = described("See BenchPoint.metrics.failed.", None)
+    failures_by_class: dict[str, int] = described(
+        "Failed requests per class, requests never sent included (not_sent).", factory=dict)
+    error_rate: float | None = described("See BenchPoint.metrics.error_rate.", None)
+    mean_ttft_ms: float | None = described("See BenchPoint.metrics.mean_ttft_ms.", None)
+    median_ttft_ms: float | None = described("See BenchPoint.metrics.median_ttft_ms.", None)
+    p99_ttft_ms: float | None = described("99th percentile of ttft (ms), when the run wrote it.", None)
+    mean_tpot_ms: float | None = described("See BenchPoint.metrics.mean_tpot_ms.", None)
+    mean_itl_ms: float | None = described("See BenchPoint.metrics.mean_itl_ms.", None)
+    mean_e2el_ms: float | None = described("See BenchPoint.metrics.mean_e2el_ms.", None)
+    tput_user: float | None = described("See BenchPoint.metrics.tput_user.", None)
+    decode_throughput: float | None = described("See BenchPoint.metrics.decode_throughput.", None)
+    prefill_throughput: float | None = described("See BenchPoint.metrics.prefill_throughput.", None)
+    request_throughput: float | None = described("See BenchPoint.metrics.request_throughput.", None)
+    output_throughput: float | None = described("See BenchPoint.metrics.output_throughput.", None)
+    point_file: str | None = described("The point record, relative to the run directory.", None)
+    requests_file: str | None = described("Per-request rows, relative to the run directory.", None)
+    ttft_dist: Distribution | None = described("Distribution of ttft over completed requests.", None,
+                                               record=Distribution)
+    tpot_dist: Distribution | None = described("Distribution of tpot over completed requests.", None,
+                                               record=Distribution)
 
-
-@dataclass
-class TierCheck:
-    """One tier's targets for one point and how the measurement compares.
-
-    Ratios are measured/target. TTFT passes when ratio <= 1 (not slower than the target);
-    throughputs pass when ratio >= 1. A ``None`` check means the tier sets no such target."""
-
-    tier: str
-    required: bool
-    ttft_ms: float | None = None
-    tput_user: float | None = None
-    tput: float | None = None
-    ttft_ratio: float | None = None
-    tput_user_ratio: float | None = None
-    tput_ratio: float | None = None
-    ttft_pass: bool | None = None
-    tput_user_pass: bool | None = None
-    tput_pass: bool | None = None
-    passed: bool | None = None  # all defined checks pass; None when the point did not run
+    def failure_text(self) -> str:
+        """Failure classes and counts for tables: 'http_5xx 2, connection_reset 1' ('' if none)."""
+        return format_classes(self.failures_by_class)
 
 
 @dataclass
-class TargetRow:
-    key: str
-    isl: int
-    osl: int
-    max_concurrency: int
-    num_prompts: int | None
-    ran: bool
-    measured_ttft_ms: float | None = None
-    measured_tput_user: float | None = None
-    measured_tput: float | None = None
-    tiers: list[TierCheck] = field(default_factory=list)
+class TierCheck(TypedRecord):
+    """One tier's targets for one point and how the measurement compares: the output of the one
+    judge, ``reports.acceptance.check_tier``."""
+
+    tier: str = described("functional, complete or target.")
+    required: bool = described("The model status requires this tier.")
+    ttft_ms: float | None = described("Target tier field: mean TTFT (ms) at most.", None)
+    tput_user: float | None = described("Target tier field: t/s/u at least.", None)
+    tput: float | None = described(
+        "Target tier field: decode throughput (tokens/s) at the point's concurrency.", None)
+    ttft_ratio: float | None = described(
+        "measured mean TTFT / target TTFT (lower is better; pass when <= 1).", None)
+    tput_user_ratio: float | None = described(
+        "measured tput_user / target (higher is better; pass when >= 1).", None)
+    tput_ratio: float | None = described(
+        "measured decode_throughput / target tput (higher is better; pass when >= 1).", None)
+    ttft_pass: bool | None = described("TTFT target met; null when the tier sets none.", None)
+    tput_user_pass: bool | None = described("t/s/u target met; null when the tier sets none.", None)
+    tput_pass: bool | None = described("Decode throughput target met; null when the tier sets none.", None)
+    passed: bool | None = described(
+        "measured / target. TTFT passes when the ratio is <= 1 (not slower than the target); t/s/u "
+        "and decode throughput pass when it is >= 1. A tier passes when every target it sets is met "
+        "and the point's error rate is within max_error_rate; a target without a measurement fails.",
+        None)
+    error_rate_pass: bool | None = described(
+        "The point's error rate is within the spec's max_error_rate; null when the point did not run.", None)
+    missing: list[str] = described(
+        "Targets set for this tier that the point has no measurement for (each fails the tier).", factory=list)
+    unchecked: list[str] = described("Targets this tier does not set (not checked).", factory=list)
 
 
 @dataclass
-class EvalRow:
-    task: str
-    status: str
-    metric: str | None = None
-    value: float | None = None
-    stderr: float | None = None
-    samples: int | None = None
-    mode: str | None = None
-    published_score: float | None = None
-    published_source: str | None = None
-    reference_score: float | None = None
-    reference_source: str | None = None
-    tolerance: float | None = None
-    ratio_to_reference: float | None = None
-    ratio_to_published: float | None = None
-    passed: bool | None = None
-    error: str | None = None
-    record_file: str | None = None
+class TargetRow(TypedRecord):
+    key: str = described("Point name of the perf-reference entry.")
+    isl: int = described("Input sequence length of the entry.")
+    osl: int = described("Output sequence length of the entry.")
+    max_concurrency: int = described("Concurrency of the entry.")
+    num_prompts: int | None = described("Prompt count of the entry, when it sets one.")
+    ran: bool = described("A matching point was measured.")
+    measured_ttft_ms: float | None = described("The point's mean TTFT (ms).", None)
+    measured_tput_user: float | None = described("The point's t/s/u.", None)
+    measured_tput: float | None = described("The point's decode throughput (tokens/s).", None)
+    tiers: list[TierCheck] = described(
+        "functional, complete and target tiers from the model's perf reference; the model status "
+        "decides which are required: EXPERIMENTAL none, FUNCTIONAL functional, COMPLETE "
+        "functional + complete, TOP_PERF all three.", factory=list, record_list=TierCheck)
 
 
 @dataclass
-class SectionItem:
-    """One record of a section whose record schema belongs to a later issue (tests, stress
-    tests): only the fields every record is expected to carry are lifted out."""
+class MediaTierCheck(TypedRecord):
+    """One tier of a media point, judged by ``acceptance.check_metric_tier`` (the LLM tier rules
+    applied to named metrics: images_per_s, s_per_step, rtf, items_per_s, latency_p50_ms ...)."""
 
-    name: str
-    status: str | None = None
-    passed: bool | None = None
-    detail: str | None = None
-    record_file: str | None = None
-
-
-@dataclass
-class Section:
-    ran: bool
-    note: str | None = None
-    items: list[SectionItem] = field(default_factory=list)
-
-
-@dataclass
-class SectionNotRun:
-    section: str
-    reason: str
+    tier: str = described("functional, complete or target.")
+    required: bool = described("The model status requires this tier.")
+    targets: dict[str, float] = described("Metric -> this tier's target (set in the performance reference).",
+                                          factory=dict)
+    ratios: dict[str, float] = described("Metric -> measured / target.", factory=dict)
+    failed_metrics: list[str] = described("Metrics that missed their target (lower-is-better metrics: "
+                                          "*_ms, s_per_step, rtf; the others higher-is-better).", factory=list)
+    missing: list[str] = described("Targets set but not measured (they fail).", factory=list)
+    error_rate_pass: bool | None = described("The point's error rate is within max_error_rate.", None)
+    passed: bool | None = described("All targets met and errors within the allowance; null when no target "
+                                    "is set or the point did not run.", None)
 
 
 @dataclass
-class Blocker:
-    category: str  # workflow/section: benchmarks, evals, tests, stress_tests, records, <step>
-    item: str  # point key, eval task, test name, or "step-failed" / "no-records"
-    detail: str
-    tier: str | None = None
+class MediaRow(TypedRecord):
+    """One media benchmark point (image, speech, cnn or embedding) with its judged tiers."""
+
+    key: str = described("Point name: <kind>_con-<concurrency>.")
+    kind: str = described("Model kind: image, speech, cnn or embedding.")
+    max_concurrency: int = described("Requests in flight at once.")
+    ran: bool = described("The point was measured (false: a perf-reference entry with no point).")
+    num_requests: int | None = described("Requests sent.", None)
+    completed: int | None = described("Requests answered with a well-formed body.", None)
+    failed: int | None = described("Failed requests (classified in failures_by_class).", None)
+    error_rate: float | None = described("(failed + not sent) / all requests.", None)
+    failures_by_class: dict[str, int] = described("Failed requests per class.", factory=dict)
+    latency_p50_ms: float | None = described("Median end-to-end latency (ms).", None)
+    latency_p95_ms: float | None = described("p95 end-to-end latency (ms).", None)
+    latency_p99_ms: float | None = described("p99 end-to-end latency (ms).", None)
+    figures: dict[str, float | None] = described(
+        "Headline figures: images_per_s and s_per_step (image), rtf and audio_s_per_s (speech), "
+        "items_per_s (cnn, embedding), latency_p50_ms/latency_p95_ms (all).", factory=dict)
+    params: dict = described("Workload parameters of the point (num_inference_steps, batch_items ...).",
+                             factory=dict)
+    source: str | None = described("perf_reference (has targets) or sweep.", None)
+    tiers: list[MediaTierCheck] = described("Tiers from the performance reference, judged.", factory=list,
+                                            record_list=MediaTierCheck)
+    record_file: str | None = described("The point record, relative to the run directory.", None)
 
 
 @dataclass
-class Waived:
-    category: str
-    item: str
-    detail: str
-    waiver_reason: str
-    tier: str | None = None
+class EvalRow(TypedRecord):
+    task: str = described("Eval task.")
+    status: str = described("passed, failed or error.")
+    metric: str | None = described("Metric the score is.", None)
+    value: float | None = described("Score.", None)
+    stderr: float | None = described("Standard error of the score.", None)
+    samples: int | None = described("Samples scored.", None)
+    mode: str | None = described("smoke, ci or full.", None)
+    published_score: float | None = described("The model's published score.", None)
+    published_source: str | None = described("Where the published score comes from.", None)
+    reference_score: float | None = described("Reference score measured on the reference system.", None)
+    reference_source: str | None = described("Where the reference score comes from.", None)
+    tolerance: float | None = described("Allowed relative shortfall.", None)
+    ratio_to_reference: float | None = described("score / reference score.", None)
+    ratio_to_published: float | None = described("score / published score.", None)
+    passed: bool | None = described(
+        "An eval passes when score / reference score >= 1 - tolerance (the published score is used "
+        "when there is no reference). Evals are required for every status but EXPERIMENTAL.", None)
+    error: str | None = described("Why the task errored.", None)
+    record_file: str | None = described("The eval record, relative to the run directory.", None)
 
 
 @dataclass
-class Verdict:
-    result: str  # "PASS" | "FAIL"
-    blockers: list[Blocker] = field(default_factory=list)
-    waived: list[Waived] = field(default_factory=list)
-    model_status: str | None = None
-    required_tiers: list[str] = field(default_factory=list)
-    evals_required: bool = False
-    notes: list[str] = field(default_factory=list)
+class SectionItem(TypedRecord):
+    """One record of a section judged by its pass flag alone (tests, stress tests): only the
+    fields every record is expected to carry are lifted out."""
+
+    name: str = described("Record name.")
+    status: str | None = described("Status the record gives.", None)
+    passed: bool | None = described("Pass flag the record gives (or its status implies).", None)
+    detail: str | None = described("The record's detail, error or summary.", None)
+    record_file: str | None = described("The record, relative to the run directory.", None)
 
 
 @dataclass
-class ReportRecord:
-    metadata: Metadata
-    verdict: Verdict
-    benchmarks: list[BenchmarkRow] = field(default_factory=list)
-    targets: list[TargetRow] = field(default_factory=list)
-    evals: list[EvalRow] = field(default_factory=list)
-    tests: Section = field(default_factory=lambda: Section(ran=False))
-    stress_tests: Section = field(default_factory=lambda: Section(ran=False))
-    sections_not_run: list[SectionNotRun] = field(default_factory=list)
-    schema: str = SCHEMA
+class Section(TypedRecord):
+    ran: bool = described("The section was part of the run.")
+    note: str | None = described("Why not, when it was not.", None)
+    items: list[SectionItem] = described("The section's records.", factory=list, record_list=SectionItem)
+    tables: list[SectionTable] = described("Detail tables built from the section's typed records "
+                                           "(reports/section_tables.py).", factory=list, record_list=SectionTable)
+
+
+@dataclass
+class SectionNotRun(TypedRecord):
+    section: str = described("benchmarks, evals, tests or stress_tests.")
+    reason: str = described("Why the section was not run.")
+
+
+@dataclass
+class Blocker(TypedRecord):
+    category: str = described("Workflow or section: benchmarks, evals, tests, stress_tests, records, <step>.")
+    item: str = described("Point key, eval task, test name, or step-failed / no-records.")
+    detail: str = described("What failed, with the numbers.")
+    tier: str | None = described("Tier the blocker belongs to, when it is a tier's.", None)
+
+
+@dataclass
+class Waived(TypedRecord):
+    category: str = described("As Blocker.category.")
+    item: str = described("As Blocker.item.")
+    detail: str = described("As Blocker.detail.")
+    waiver_reason: str = described(
+        "A blocker matched by a known_issues entry in the model spec; it is shown with the waiver's "
+        "reason and does not fail the verdict.")
+    tier: str | None = described("As Blocker.tier.", None)
+
+
+@dataclass
+class Verdict(TypedRecord):
+    result: str = described(
+        "PASS when no unwaived blockers remain. Blockers: a failed run step, a benchmark point whose "
+        "error rate exceeds the spec's device_model_spec.max_error_rate (default 0, any status), a "
+        "required-tier target missed or its point not run, a failed or errored eval (or none when "
+        "evals ran), a failed test or stress record. Sections not part of the run are listed as not "
+        "run, never as failures.")
+    blockers: list[Blocker] = described("What fails the verdict.", factory=list, record_list=Blocker)
+    waived: list[Waived] = described("Blockers cleared by a known issue.", factory=list, record_list=Waived)
+    model_status: str | None = described("Model status the verdict applied.", None)
+    required_tiers: list[str] = described("Tiers the status requires.", factory=list)
+    evals_required: bool = described("Evals are required for this status.", False)
+    notes: list[str] = described("Things the verdict could not judge, and why.", factory=list)
+
+
+def _not_run() -> Section:
+    return Section(ran=False)
+
+
+@dataclass
+class ReportRecord(TypedRecord):
+    SCHEMA = SCHEMA
+
+    metadata: Metadata = described("Who, what, where and how the run ran.", record=Metadata)
+    verdict: Verdict = described("PASS or FAIL, with the blockers.", record=Verdict)
+    benchmarks: list[BenchmarkRow] = described("Every benchmark point of the run.", factory=list,
+                                               record_list=BenchmarkRow)
+    targets: list[TargetRow] = described("Every perf-reference entry, judged per tier.", factory=list,
+                                         record_list=TargetRow)
+    evals: list[EvalRow] = described("Every eval task.", factory=list, record_list=EvalRow)
+    media: list[MediaRow] = described("Media benchmark points (image, speech, cnn, embedding models).",
+                                      factory=list, record_list=MediaRow)
+    tests: Section = described("Spec tests.", factory=_not_run, record=Section)
+    stress_tests: Section = described("Stress tests.", factory=_not_run, record=Section)
+    sections_not_run: list[SectionNotRun] = described("Sections that were not part of the run.",
+                                                      factory=list, record_list=SectionNotRun)
+
+    @property
+    def schema(self) -> str:
+        return self.SCHEMA
 
     # -- serialisation -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        data = _clean(dataclasses.asdict(self))
-        # "schema" first so a human opening the file sees what it is.
-        return {"schema": data.pop("schema"), **data}
+        return _clean(super().to_dict())
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReportRecord:
-        schema = data.get("schema") if isinstance(data, dict) else None
-        if not isinstance(schema, str) or not schema.startswith("tt-report/"):
-            raise SchemaError(f"not a tt-report document (schema={schema!r})")
-        try:
-            major = int(schema.split("/", 1)[1].split(".")[0])
-        except ValueError as exc:
-            raise SchemaError(f"bad schema version {schema!r}") from exc
-        if major != SCHEMA_MAJOR:
-            raise SchemaError(f"unsupported report schema {schema!r}; this code reads {SCHEMA}")
-        return _build(cls, data, "report")
+        _validate(cls, data, "report")
+        return super().from_dict(data)
+
+    @classmethod
+    def upgrade(cls, found_schema: str, data: dict[str, Any]) -> dict[str, Any]:
+        raise SchemaError(f"unsupported report schema {found_schema!r}; this code reads {SCHEMA}")
 
     @classmethod
     def from_json(cls, text: str) -> ReportRecord:
         return cls.from_dict(json.loads(text))
 
-    def write(self, path: Path) -> None:
+    def write(self, path: Path) -> Path:
         path.write_text(self.to_json(), encoding="utf-8")
+        return path
 
     @classmethod
     def read(cls, path: Path) -> ReportRecord:
@@ -302,50 +397,41 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _build(tp: Any, value: Any, where: str) -> Any:
-    """Convert plain JSON data into ``tp`` (dataclass, list[...], dict[str, ...], Optional)."""
+def _validate(tp: Any, value: Any, where: str) -> None:
+    """Check plain JSON data against ``tp``'s type hints, naming the path of the first bad value.
+    Unknown keys are left alone (the record keeps them)."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
         if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _build(inner[0], value, where)
+            return
+        _validate(next(a for a in args if a is not type(None)), value, where)
+        return
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise SchemaError(f"{where}: expected an object, got {type(value).__name__}")
         hints = typing.get_type_hints(tp)
-        kwargs = {}
         for f in dataclasses.fields(tp):
             if f.name in value:
-                kwargs[f.name] = _build(hints[f.name], value[f.name], f"{where}.{f.name}")
+                _validate(hints[f.name], value[f.name], f"{where}.{f.name}")
             elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise SchemaError(f"{where}: missing required field {f.name!r}")
-        return tp(**kwargs)
-    if origin is list:
-        if not isinstance(value, list):
-            raise SchemaError(f"{where}: expected a list")
-        (item_tp,) = typing.get_args(tp)
-        return [_build(item_tp, v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise SchemaError(f"{where}: expected an object")
-        _, val_tp = typing.get_args(tp)
-        return {str(k): _build(val_tp, v, f"{where}.{k}") for k, v in value.items()}
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SchemaError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SchemaError(f"{where}: expected an integer, got {value!r}")
-        return value
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise SchemaError(f"{where}: expected true/false, got {value!r}")
-        return value
-    if tp is str:
-        if not isinstance(value, str):
-            raise SchemaError(f"{where}: expected a string, got {value!r}")
-        return value
-    return value  # Any
+        return
+    checks: dict[Any, tuple[Any, str]] = {list: (list, "a list"), dict: (dict, "an object")}
+    if origin in checks:
+        kind, name = checks[origin]
+        if not isinstance(value, kind):
+            raise SchemaError(f"{where}: expected {name}")
+        args = typing.get_args(tp)
+        items = value.items() if origin is dict else enumerate(value)
+        for k, v in items:
+            _validate(args[-1], v, f"{where}.{k}" if origin is dict else f"{where}[{k}]")
+        return
+    if tp is float and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise SchemaError(f"{where}: expected a number, got {value!r}")
+    if tp is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise SchemaError(f"{where}: expected an integer, got {value!r}")
+    if tp is bool and not isinstance(value, bool):
+        raise SchemaError(f"{where}: expected true/false, got {value!r}")
+    if tp is str and not isinstance(value, str):
+        raise SchemaError(f"{where}: expected a string, got {value!r}")

@@ -41,6 +41,7 @@ BENCHMARK_COLUMNS: list[Column] = [
     ("E2EL (ms)", lambda r: num(r.mean_e2el_ms)),
     ("req/s", lambda r: num(r.request_throughput, 3)),
     ("Failed", lambda r: num(r.failed)),
+    ("Failure classes", lambda r: r.failure_text() or "none"),
 ]
 
 
@@ -64,7 +65,9 @@ TARGET_BASE_COLUMNS: list[Column] = [
 
 def _triple(measured: float | None, target: float | None, r: float | None, digits: int) -> str:
     if target is None:
-        return "n/a"
+        return "no target (not checked)"
+    if measured is None:
+        return f"not measured vs {num(target, digits)} (fails)"
     return f"{num(measured, digits)} vs {num(target, digits)} ({ratio(r)})"
 
 
@@ -81,6 +84,7 @@ TIER_COLUMNS: list[Column] = [
      lambda p: _triple(p[0].measured_tput_user, p[1].tput_user, p[1].tput_user_ratio, 2)),
     ("Decode t/s: measured vs target (ratio)",
      lambda p: _triple(p[0].measured_tput, p[1].tput, p[1].tput_ratio, 1)),
+    ("Error rate within allowance", lambda p: check(p[1].error_rate_pass)),
 ]
 
 
@@ -101,7 +105,8 @@ def _compact(row: TargetRow, t) -> str:
     if t is None:
         return "n/a"
     ratios = "/".join(ratio(x) for x in (t.ttft_ratio, t.tput_user_ratio, t.tput_ratio))
-    return f"{tier_result(row, t)} {ratios}" if row.ran else tier_result(row, t)
+    errors = " errors>allowed" if t.error_rate_pass is False else ""
+    return f"{tier_result(row, t)} {ratios}{errors}" if row.ran else tier_result(row, t)
 
 
 def tier_result(row: TargetRow, t) -> str:

@@ -431,9 +431,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             answer = smoke_test(plan, runs_root / plan.recipe.name)
             docker("tag", plan.candidate, plan.tag)
+            docker("rmi", plan.candidate, check=False)  # only the candidate name goes; the image stays
             log(f"smoke test passed ({answer}); tagged {plan.tag}")
         except BuildError as exc:
-            failures.append(f"{plan.tag}: {exc}")
+            failures.append(f"{plan.tag}: {exc} (the candidate, if built, is kept as {plan.candidate} to debug)")
             log(f"FAILED {plan.tag}: {exc}")
     if failures:
         log(f"{len(failures)} image(s) failed; their real tags were not touched:")

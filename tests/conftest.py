@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import free_port
+from tests.helpers import FakeServerProcess, free_port
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 SERVED_MODEL = "SmolLM2-135M-Instruct"
 
 
@@ -39,16 +38,13 @@ def smollm2_dir() -> Path:
 @pytest.fixture(scope="session")
 def real_cpu_server(smollm2_dir, tmp_path_factory):
     """vLLM's CPU build serving SmolLM2 through the local backend, auth enforced, for the session."""
-    import json
-
     from workflows.catalog import load_catalog
     from workflows.readiness import wait_until_ready
     from workflows.servers import ServerLaunch, start_server
 
-    spec = load_catalog().specs["id_vllm-cpu_SmolLM2-135M-Instruct_cpu"].to_dict()
+    spec = load_catalog().specs["id_vllm-cpu_SmolLM2-135M-Instruct_cpu"]
     run_dir = tmp_path_factory.mktemp("real_server")
-    spec_path = run_dir / "model_spec.json"
-    spec_path.write_text(json.dumps(spec))
+    spec_path = spec.write(run_dir / "model_spec.json")
     api_key = secrets.token_urlsafe(24)
     launch = ServerLaunch(spec=spec, spec_json_path=spec_path, run_dir=run_dir, service_port=free_port(),
                           api_key=api_key, weights_dir=smollm2_dir)
@@ -58,3 +54,17 @@ def real_cpu_server(smollm2_dir, tmp_path_factory):
         yield RealServer(handle.base_url, api_key, handle.served_model_name, smollm2_dir, handle.log_path)
     finally:
         handle.stop()
+
+
+@pytest.fixture
+def fake_server_process():
+    """Start shipped fake servers (``FakeServerProcess(module, *args)``); all are stopped afterwards."""
+    started: list[FakeServerProcess] = []
+
+    def start(module: str = "benchmarking.stub_server", *args: str) -> FakeServerProcess:
+        started.append(FakeServerProcess(module, *args))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()

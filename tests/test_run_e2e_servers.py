@@ -23,20 +23,12 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.helpers import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 RUN_PY = REPO / "run.py"
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.slow,
-    pytest.mark.skipif(not RUN_PY.exists(), reason="run.py (the lead's pipeline) is not there yet"),
-]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def port_free(port: int) -> bool:

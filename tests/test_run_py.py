@@ -5,22 +5,54 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from contracts import REPO_ROOT
+from tests.helpers import free_port
 
 
 def run_py(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / "run.py"), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, env=env)
+    return subprocess.run([sys.executable, str(REPO_ROOT / "run.py"), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO_ROOT, env=env)
 
 
-def test_list_prints_catalog() -> None:
-    result = run_py("--list")
+def test_list_is_whole_when_piped() -> None:
+    """`run.py --list | grep -c Instruct` counts every Instruct model: plain rows, names never cut."""
+    from workflows.catalog import load_catalog
+
+    specs = load_catalog().specs.values()
+    result = run_py("--list")  # stdout is a pipe here
     assert result.returncode == 0, result.stderr
-    assert "SmolLM2-135M-I" in result.stdout and "tt-transformers" in result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["model", "device", "impl", "engine", "status", "default"]
+    assert sum("Instruct" in line for line in lines) == sum("Instruct" in s.model_name for s in specs)
+    assert any(line.split()[:3] == ["Llama-3.1-8B-Instruct", "n150", "tt-transformers"] for line in lines)
+    assert "…" not in result.stdout and len(lines) == len(specs) + 1
+
+
+def test_list_as_json() -> None:
+    from workflows.catalog import load_catalog
+
+    result = run_py("--list", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert len(rows) == len(load_catalog().specs)
+    assert {"model": "SmolLM2-135M-Instruct", "device": "cpu", "impl": "vllm-cpu", "engine": "vllm",
+            "status": "COMPLETE", "default": "yes"} in rows
+
+
+def test_print_docker_cmd_on_any_host(tmp_path) -> None:
+    """The 70B model needs hundreds of GB of RAM: printing its command must not judge this host."""
+    out = tmp_path / "run"
+    result = run_py("--model", "Llama-3.1-70B-Instruct", "--workflow", "server", "--device", "t3k",
+                    "--docker-server", "--print-docker-cmd", "--no-auth", "--output-dir", str(out))
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    command = next(line for line in lines if line.startswith("docker run "))
+    assert "--device /dev/tenstorrent:/dev/tenstorrent" in command and "--publish 127.0.0.1:8000:8000" in command
+    assert any(line.startswith("# note: the host that runs it needs >= ") and "GB of RAM" in line for line in lines)
+    assert lines[-1] == f"Run directory: {out.resolve()}"
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -44,7 +76,7 @@ def test_cpu_release_smoke(tmp_path) -> None:
     """The README's main command at smoke size: real server, real evals and benchmarks, a verdict."""
     out = tmp_path / "run"
     result = run_py("--model", "SmolLM2-135M-Instruct", "--workflow", "release", "--device", "cpu",
-                    "--local-server", "--service-port", str(_free_port()), "--workflow-args", "mode=smoke",
+                    "--local-server", "--service-port", str(free_port()), "--workflow-args", "mode=smoke",
                     "--output-dir", str(out), timeout=1500)
     output = result.stdout + result.stderr
     assert result.stdout.strip().splitlines()[-1] == f"Run directory: {out.resolve()}", output[-3000:]
@@ -54,7 +86,8 @@ def test_cpu_release_smoke(tmp_path) -> None:
     for name in ("resolve_spec", "prepare_host", "prepare_venvs", "start_server", "wait_ready", "evals",
                  "benchmarks", "reports", "teardown"):
         assert name in steps, (name, list(steps))
-    assert steps["tests"]["status"] == "skipped" and steps["stress_tests"]["status"] == "skipped"
+    for name in ("tests", "stress_tests"):  # run, or recorded as skipped while not implemented
+        assert steps[name]["status"] in ("passed", "failed", "skipped"), steps[name]
     for name in ("evals", "benchmarks", "reports"):
         assert steps[name]["outputs"], name
         for rel in steps[name]["outputs"]:
@@ -70,11 +103,3 @@ def test_cpu_release_smoke(tmp_path) -> None:
     rebuilt = run_py("--workflow", "reports", "--output-dir", str(out), timeout=300)
     assert rebuilt.returncode == result.returncode, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
     assert json.loads((out / "reports" / "report.json").read_text())["verdict"]["result"] == verdict
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

@@ -32,14 +32,14 @@ COPY requirements/media-server.txt /tmp/req/
 # build-ca.crt: the CA bundle the build host trusts (a TLS-intercepting proxy's CA included); used by
 # pip and uv in this step only, then removed.
 COPY build-ca.crt /tmp/build-ca.crt
-RUN export SSL_CERT_FILE=/tmp/build-ca.crt PIP_CERT=/tmp/build-ca.crt \
+RUN export SSL_CERT_FILE=/tmp/build-ca.crt PIP_CERT=/tmp/build-ca.crt UV_NO_CACHE=1 PIP_NO_CACHE_DIR=1 \
  && python3 -m venv /opt/uv && /opt/uv/bin/pip install -q "uv==${UV_VERSION}" \
  && /opt/uv/bin/uv venv --python "$(command -v python3)" "${PYTHON_ENV_DIR}" \
  && if [ -n "${WHEELS_URL}" ]; then TORCH_SOURCE="--find-links ${WHEELS_URL}"; \
     else TORCH_SOURCE="--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match"; fi \
  && /opt/uv/bin/uv pip install --python "${PYTHON_ENV_DIR}/bin/python" ${TORCH_SOURCE} -r /tmp/req/media-server.txt \
  && "${PYTHON_ENV_DIR}/bin/python" -c "import fastapi, uvicorn, torch, diffusers, sentence_transformers, faster_whisper" \
- && rm -rf /opt/uv /root/.cache /tmp/req /tmp/build-ca.crt
+ && rm -rf /opt/uv /root/.cache "${HOME}/.cache" /tmp/req /tmp/build-ca.crt
 
 RUN groupadd --gid "${CONTAINER_APP_UID}" "${CONTAINER_APP_USERNAME}" \
  && useradd --create-home --uid "${CONTAINER_APP_UID}" --gid "${CONTAINER_APP_UID}" --shell /bin/bash "${CONTAINER_APP_USERNAME}" \

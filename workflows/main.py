@@ -6,32 +6,59 @@ Exit codes: 0 the work and its checks passed; 1 a step or workflow failed; 2 bad
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
 import time
-from pathlib import Path
 from typing import Sequence
 
-from workflows.cli import UsageError, cli_args_record, parse_args, resolve_spec
-from contracts.model_spec import REPO_ROOT, ModelSpec
-from contracts.run_dir import Manifest, RunDirectory, default_runs_root, host_facts, make_run_id
+from contracts import REPO_ROOT
+from contracts.model_spec import ModelSpec
+from contracts.run_dir import Manifest, RunDirectory, StepStatus, default_runs_root, host_facts, make_run_id
 from contracts.workflow_args import WorkflowType
+from workflows.cli import RunOptions, ServerMode, UsageError, parse_args, resolve_spec
 
 DOTENV_PATH = REPO_ROOT / ".env"
+CATALOG_COLUMNS = ("model", "device", "impl", "engine", "status", "default")
 
 
-def print_catalog(catalog) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def catalog_rows(catalog) -> list[dict[str, str]]:
+    """One row per (model, device, impl), sorted: what ``--list`` shows in every format."""
+    specs = sorted(catalog.specs.values(), key=lambda s: (s.model_name, s.device_type.value, s.impl.impl_name))
+    return [{"model": s.model_name, "device": s.device_type.value, "impl": s.impl.impl_name,
+             "engine": s.engine.value, "status": s.status.name,
+             "default": "yes" if s.device_model_spec.default_impl else ""} for s in specs]
 
-    table = Table(title="Model catalog", title_justify="left")
-    for column in ("model", "device", "impl", "engine", "status", "default"):
-        table.add_column(column)
-    for spec in sorted(catalog.specs.values(), key=lambda s: (s.model_name, s.device_type.value, s.impl.impl_name)):
-        table.add_row(spec.model_name, spec.device_type.value, spec.impl.impl_name, spec.engine.value,
-                      spec.status.name, "yes" if spec.device_model_spec.default_impl else "")
-    Console().print(table)
+
+def render_catalog(rows: list[dict[str, str]], fmt: str) -> str:
+    """``json``: a list of objects; ``table``: aligned plain rows, names never cut (safe to grep)."""
+    if fmt == "json":
+        return json.dumps(rows, indent=2)
+    widths = {c: max([len(c)] + [len(r[c]) for r in rows]) for c in CATALOG_COLUMNS}
+    lines = ["  ".join(c.ljust(widths[c]) for c in CATALOG_COLUMNS).rstrip()]
+    lines += ["  ".join(r[c].ljust(widths[c]) for c in CATALOG_COLUMNS).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def print_catalog(catalog, fmt: str) -> None:
+    """A rich table on a terminal; whole plain rows when piped (rich would cut names to the width)."""
+    rows = catalog_rows(catalog)
+    if fmt == "table" and sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title="Model catalog", title_justify="left")
+        for column in CATALOG_COLUMNS:
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*(row[c] for c in CATALOG_COLUMNS))
+        Console().print(table)
+        return
+    try:
+        print(render_catalog(rows, fmt), flush=True)
+    except BrokenPipeError:  # `run.py --list | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def host_environment(spec: ModelSpec) -> dict:
@@ -53,22 +80,28 @@ def host_environment(spec: ModelSpec) -> dict:
     }
 
 
-def _rebuild_reports(args, ui) -> int:
+def _rebuild_reports(options: RunOptions, ui) -> int:
     """``--workflow reports --output-dir RUN_DIR``: rebuild every report from that run's files."""
     from workflows import pipeline
     from workflows.auth import Redactor
 
-    path = Path(args.output_dir).resolve()
+    assert options.output_dir is not None
+    path = options.output_dir.resolve()
     if not (path / "manifest.json").exists() or not (path / "model_spec.json").exists():
         raise UsageError(f"--output-dir {path} is not a run directory (no manifest.json / model_spec.json)")
     spec = ModelSpec.read(path / "model_spec.json")
     manifest = Manifest.read(path / "manifest.json")
     run_dir = RunDirectory(path, manifest, Redactor.from_env(os.environ).redact)
-    ctx = pipeline.RunContext(spec=spec, args=args, run_dir=run_dir, ui=ui)
-    pipeline.prepare_venvs(ctx, [WorkflowType.REPORTS])
-    code = pipeline._run_client_step(ctx, WorkflowType.REPORTS)
-    run_dir.save()
-    run_dir.close()
+    ctx = pipeline.RunContext(spec=spec, options=options, run_dir=run_dir, ui=ui)
+    try:
+        pipeline.prepare_venvs(ctx, [WorkflowType.REPORTS])
+        code = pipeline.run_client_step(ctx, WorkflowType.REPORTS)
+    except pipeline.StepFailed as exc:
+        ui.error(str(exc))
+        code = 1
+    finally:
+        run_dir.save()
+        run_dir.close()
     ui.run_directory(str(run_dir.path))
     return code
 
@@ -83,59 +116,70 @@ def main(argv: Sequence[str] | None = None) -> int:
         from workflows.catalog import load_catalog
 
         catalog = load_catalog()
-        args = parse_args(argv, catalog)
-        if args.list:
-            print_catalog(catalog)
+        options = parse_args(argv, catalog)
+        if options.list_catalog:
+            print_catalog(catalog, options.list_format)
             return 0
-        if args.workflow == "reports" and args.output_dir and not args.model:
-            return _rebuild_reports(args, ui)
-        spec = resolve_spec(args, catalog)
-        _validate_for_workflow(spec, args)
-        from workflows.auth import MissingSecret, Redactor, resolve_auth
+        if options.rebuilds_reports:
+            return _rebuild_reports(options, ui)
+        spec = resolve_spec(options, catalog)
+        _validate_for_workflow(spec, options)
+        from workflows.auth import Redactor, resolve_auth
 
-        try:
-            auth = resolve_auth(args.no_auth, os.environ, DOTENV_PATH, interactive=sys.stdin.isatty(),
-                                external=not (args.local_server or args.docker_server))
-        except MissingSecret as exc:
-            raise UsageError(str(exc)) from None
+        auth = resolve_auth(options.no_auth, os.environ, DOTENV_PATH,
+                            external=options.server_mode is ServerMode.EXTERNAL)
+        if options.auth_mode == "jwt-gateway":
+            from workflows.auth import load_dotenv
+            from workflows.servers.jwt_gateway import gateway_auth
+
+            auth = gateway_auth(os.environ, load_dotenv(DOTENV_PATH))
     except UsageError as exc:
         print(f"run.py: error: {exc}", file=sys.stderr)
         return 2
 
     from workflows import pipeline
 
-    run_id = make_run_id(spec.model_id, args.workflow)
-    path = Path(args.output_dir) if args.output_dir else default_runs_root() / run_id
+    assert options.workflow is not None
+    run_id = make_run_id(spec.model_id, options.workflow.value)
+    path = options.output_dir if options.output_dir else default_runs_root() / run_id
     redactor = Redactor.from_env(os.environ, auth, DOTENV_PATH)
-    manifest = Manifest(run_id=run_id, model_id=spec.model_id, workflow=args.workflow)
+    manifest = Manifest(run_id=run_id, model_id=spec.model_id, workflow=options.workflow.value)
     run_dir = RunDirectory(path, manifest, redactor.redact)
     record = run_dir.start_step("resolve_spec")
     spec.write(run_dir.spec_path)
-    run_dir.write_json("cli_args.json", {"argv": argv, **cli_args_record(args)})
+    run_dir.write_json("cli_args.json", options.record())
     manifest.environment = host_environment(spec)
-    run_dir.end_step(record, "passed", spec.model_id, ["model_spec.json", "cli_args.json"])
+    run_dir.end_step(record, StepStatus.PASSED, spec.model_id, ["model_spec.json", "cli_args.json"])
     run_dir.log(f"run {run_id}: {' '.join(argv)}")
     run_dir.log(f"spec resolved in {time.monotonic() - t_start:.3f}s since start")
     ui.plain(f"Run {run_id}")
     ui.plain(f"  model {spec.model_name} on {spec.device_type.value} (impl {spec.impl.impl_name}, "
              f"engine {spec.engine.value}, status {spec.status.name}); auth: {auth.source}")
-    ctx = pipeline.RunContext(spec=spec, args=args, run_dir=run_dir, ui=ui, auth=auth)
+    ctx = pipeline.RunContext(spec=spec, options=options, run_dir=run_dir, ui=ui, auth=auth)
     try:
         code = pipeline.execute(ctx)
+    except Exception as exc:  # a bug, not a user error: the traceback goes to run.log, one line to the console
+        import traceback
+
+        run_dir.log(traceback.format_exc())
+        ui.error(f"internal error: {type(exc).__name__}: {exc} (traceback in run.log)")
+        code = 1
     finally:
         run_dir.close()
         ui.run_directory(str(run_dir.path))
     return code
 
 
-def _validate_for_workflow(spec: ModelSpec, args) -> None:
+def _validate_for_workflow(spec: ModelSpec, options: RunOptions) -> None:
     """Fail before anything starts when the workflow cannot run for this spec."""
-    workflow = WorkflowType(args.workflow)
-    if workflow in (WorkflowType.EVALS, WorkflowType.RELEASE):
+    from media_clients.kinds import kind_of
+
+    if options.workflow in (WorkflowType.EVALS, WorkflowType.RELEASE) and kind_of(spec) is None:
+        # Media kinds carry their own eval (media_clients/run_media_evals.py).
         from evals.eval_config import EVAL_CONFIGS
 
         if spec.model_name not in EVAL_CONFIGS:
             raise UsageError(f"model {spec.model_name!r} has no eval config; models with evals: "
                              f"{', '.join(sorted(EVAL_CONFIGS))}")
-    if args.local_server and spec.device_type.value == "gpu":
+    if options.server_mode is ServerMode.LOCAL and spec.device_type.value == "gpu":
         raise UsageError("--local-server is not supported on gpu; use --docker-server (upstream vLLM image)")

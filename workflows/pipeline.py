@@ -1,87 +1,47 @@
-"""The run pipeline: small steps with typed results, like nox's workflow.execute.
+"""The run pipeline: a list of small steps with typed results, like nox's workflow.execute.
 
-resolve spec -> validate -> prepare host -> prepare venvs -> start or attach server -> wait ready
+resolve spec (workflows.main) -> prepare host -> prepare venvs -> start or attach server -> wait ready
 -> warm up -> client workflows -> reports -> teardown.
 
-Each step is recorded in ``manifest.json`` as it starts and ends, so an interrupted run leaves a
-truthful record. Teardown always runs (success, error, SIGINT, SIGTERM): child workflow process
-groups and the server stop, graceful first and forced after a timeout. ``--workflow server`` is the
-exception: it leaves the server up and says how to reach and stop it.
+Each step is a function of the ``RunContext`` that returns a one-line detail or raises
+``StepFailed``; ``execute`` runs the plan and records every step in ``manifest.json`` as it starts
+and ends, so an interrupted run leaves a truthful record. Teardown always runs (success, error,
+SIGINT, SIGTERM): the client workflow gets the signal first (it flushes what it measured), the
+report is still rendered from what exists, then the server stops. ``--workflow server`` is the
+exception: it leaves the server up and says how to reach and stop it. A run that did not pass
+ends with lines that say why (``workflows.outcome``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import threading
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
 
-from contracts.model_spec import REPO_ROOT, ModelSpec
-from contracts.run_dir import RunDirectory, collect_outputs
+from contracts import REPO_ROOT
+from contracts.model_spec import DeviceType, InferenceEngine
+from contracts.run_dir import RunStatus, StepStatus, collect_outputs
 from contracts.workflow_args import NOT_YET_AVAILABLE, RELEASE_SEQUENCE, WorkflowType
+from workflows.cli import ServerMode
+from workflows.clients import ClientResult, Interrupted, ServerDiedDuringClient, client_scripts, \
+    no_variant_reason, run_client, \
+    stop_current_child
+from workflows.context import RunContext
+from media_clients.kinds import kind_of as media_kind
 
-CLIENT_SCRIPTS = {
-    WorkflowType.BENCHMARKS: ("benchmarks", "benchmarking/run_benchmarks.py"),
-    WorkflowType.EVALS: ("evals", "evals/run_evals.py"),
-    WorkflowType.REPORTS: ("reports", "reports/run_reports.py"),
-}
-CHILD_STOP_TIMEOUT_S = 10.0
+if TYPE_CHECKING:
+    from workflows.servers.base import ServerLaunch
+
+__all__ = ["RunContext", "StepFailed", "execute", "PipelineStep", "SERVER_STEPS"]
+
 SERVER_STOP_TIMEOUT_S = 20.0
 EXIT_VERDICT_FAIL = 3
-
-
-class Interrupted(Exception):
-    """SIGINT / SIGTERM arrived; carries the signal number for the exit code."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
+DEFAULT_WARMUP_PAIR = (32, 4)
 
 
 class StepFailed(Exception):
     """A step failed; the message is what the user needs (one line, or a log tail)."""
-
-
-@dataclass
-class ClientResult:
-    workflow: WorkflowType
-    exit_code: int
-    outputs: list[str]
-    duration_s: float
-
-
-@dataclass
-class RunContext:
-    """What the steps share. Built by ``workflows.main``; steps fill in the optional parts."""
-
-    spec: ModelSpec
-    args: Any
-    run_dir: RunDirectory
-    ui: Any  # workflows.ui.Ui
-    auth: Any = None  # workflows.auth.AuthConfig
-    host: Any = None  # workflows.host_setup.HostSetup
-    server: Any = None  # workflows.servers.base.ServerHandle
-    base_url: str | None = None
-    venv_pythons: dict[str, Path] = field(default_factory=dict)
-    trace_captured: bool = False
-    current_child: subprocess.Popen | None = None
-
-    @property
-    def workflow(self) -> WorkflowType:
-        return WorkflowType(self.args.workflow)
-
-    @property
-    def server_mode(self) -> str:
-        if self.args.local_server:
-            return "local"
-        if self.args.docker_server:
-            return "docker"
-        return "external"
 
 
 def client_sequence(workflow: WorkflowType) -> list[WorkflowType]:
@@ -90,68 +50,50 @@ def client_sequence(workflow: WorkflowType) -> list[WorkflowType]:
         return []
     if workflow is WorkflowType.RELEASE:
         return list(RELEASE_SEQUENCE)
-    if workflow is WorkflowType.REPORTS:
-        return [WorkflowType.REPORTS]
+    if workflow in (WorkflowType.REPORTS, WorkflowType.DEPLOY):
+        return [workflow]  # deploy renders files for another host: nothing to report on here
     return [workflow, WorkflowType.REPORTS]
 
 
 def needs_server(workflow: WorkflowType) -> bool:
-    """Every workflow but a reports rebuild talks to a server (started here or external)."""
-    return workflow is not WorkflowType.REPORTS
+    """Every workflow but a reports rebuild and deploy talks to a server (started here or external)."""
+    return workflow not in (WorkflowType.REPORTS, WorkflowType.DEPLOY)
+
+
+def runnable_clients(ctx: RunContext) -> list[WorkflowType]:
+    return [w for w in client_sequence(ctx.workflow)
+            if w not in NOT_YET_AVAILABLE and no_variant_reason(ctx.spec, w) is None]
 
 
 # ---------------------------------------------------------------------- steps
 
 
-def step(ctx: RunContext, name: str, fn: Callable[[], str | None], *, spinner: str) -> None:
-    """Run one step: manifest entry, spinner, and a clean failure record."""
-    record = ctx.run_dir.start_step(name)
-    ctx.run_dir.log(f"step {name}: started")
-    try:
-        with ctx.ui.status(spinner):
-            detail = fn() or ""
-    except Interrupted:
-        ctx.run_dir.end_step(record, "failed", "interrupted")
-        raise
-    except StepFailed as exc:
-        ctx.run_dir.end_step(record, "failed", str(exc).splitlines()[0])
-        ctx.run_dir.log(f"step {name}: failed: {exc}")
-        raise
-    except Exception as exc:  # a backend error we did not classify: still one record, then re-raise
-        ctx.run_dir.end_step(record, "failed", f"{type(exc).__name__}: {exc}")
-        ctx.run_dir.log(f"step {name}: failed: {type(exc).__name__}: {exc}")
-        raise StepFailed(f"{name}: {type(exc).__name__}: {exc}") from exc
-    ctx.run_dir.end_step(record, "passed", detail)
-    ctx.run_dir.log(f"step {name}: passed {detail}")
-    ctx.ui.step_done(name, detail, record.duration_s)
-
-
 def prepare_host(ctx: RunContext) -> str:
     """Weights, disk and RAM for a server we start; for an external server only a local tokenizer."""
-    from workflows.host_setup import HostSetup, HostSetupError, cache_root, find_hf_snapshot, prepare_host as _prepare
+    from workflows.host_setup import HostSetupError, find_weights, prepare_host as _prepare
 
-    if ctx.server_mode == "external":
-        # The server has the weights: never convert or download here, just reuse what is on disk.
-        spec = ctx.spec
-        candidates = [cache_root() / "models" / spec.model_name, find_hf_snapshot(spec.hf_model_repo, os.environ)]
-        for path in candidates:
-            if path is not None and (path / "tokenizer.json").exists():
-                ctx.host = HostSetup(path, path, "local tokenizer")
-                return f"tokenizer from {path}"
-        return "no local tokenizer; clients use the server's"
     try:
-        ctx.host = _prepare(ctx.spec.to_dict(), allow_download=True)
+        if ctx.server_mode is ServerMode.EXTERNAL:
+            # The server has the weights: never convert or download here, just reuse what is on disk.
+            ctx.host = find_weights(ctx.spec)
+            if ctx.host is None or ctx.host.tokenizer_dir is None:
+                ctx.host = None
+                return "no local tokenizer; clients use the server's"
+            return f"tokenizer from {ctx.host.tokenizer_dir}"
+        ctx.host = _prepare(ctx.spec, allow_download=True)
     except HostSetupError as exc:
         raise StepFailed(str(exc)) from None
     return f"weights from {ctx.host.source}: {ctx.host.weights_dir}"
 
 
-def prepare_venvs(ctx: RunContext, workflows: list[WorkflowType]) -> str:
+def prepare_venvs(ctx: RunContext, workflows: list[WorkflowType] | None = None) -> str:
     from workflows.venvs import VenvError, ensure_venv
 
-    names = [CLIENT_SCRIPTS[w][0] for w in workflows if w in CLIENT_SCRIPTS]
-    if ctx.server_mode == "local" and ctx.spec.device_type.value == "cpu":
-        names.insert(0, "engine-vllm-cpu")
+    scripts = client_scripts(ctx.spec)
+    names = list(dict.fromkeys(scripts[w][0] for w in (runnable_clients(ctx) if workflows is None else workflows)
+                               if w in scripts))
+    if ctx.server_mode is ServerMode.LOCAL and ctx.spec.device_type is DeviceType.CPU:
+        names.insert(0, "media-server" if ctx.spec.engine is InferenceEngine.MEDIA else "engine-vllm-cpu")
     built = []
     for name in names:
         try:
@@ -167,41 +109,39 @@ def prepare_venvs(ctx: RunContext, workflows: list[WorkflowType]) -> str:
 def start_server(ctx: RunContext) -> str:
     from workflows.servers import ServerStartError, attach_external, start_server as _start
 
-    bearer = ctx.auth.bearer if ctx.auth else None
-    if ctx.server_mode == "external":
-        url = ctx.args.server_url or f"http://127.0.0.1:{ctx.args.service_port}"
-        try:
-            ctx.server = attach_external(url, ctx.spec.served_model_name, bearer, port=ctx.args.service_port)
-        except ServerStartError as exc:
-            raise StepFailed(str(exc)) from None
-        ctx.base_url = ctx.server.base_url
-        return f"attached to {ctx.base_url}"
-    launch = _server_launch(ctx)
     try:
-        ctx.server = _start(ctx.server_mode, launch)
+        if ctx.server_mode is ServerMode.EXTERNAL:
+            url = ctx.options.server_url or f"http://127.0.0.1:{ctx.options.service_port}"
+            ctx.server = attach_external(url, ctx.spec.served_model_name, ctx.bearer, port=ctx.options.service_port)
+            return f"attached to {ctx.server.base_url}"
+        if ctx.options.auth_mode == "jwt-gateway":
+            from workflows.servers.jwt_gateway import start_behind_gateway
+
+            ctx.server = start_behind_gateway(lambda launch: _start(ctx.server_mode.value, launch),
+                                              server_launch(ctx), ctx.auth, ctx.options.service_port)
+            return (f"{ctx.server_mode.value} server behind the JWT gateway at {ctx.server.base_url} "
+                    "(logs: server.log, gateway.log)")
+        ctx.server = _start(ctx.server_mode.value, server_launch(ctx))
     except ServerStartError as exc:
         raise StepFailed(str(exc)) from None
-    ctx.base_url = ctx.server.base_url
-    return f"{ctx.server_mode} server at {ctx.base_url} (log: server.log)"
-
-
-def _server_secrets() -> dict[str, str]:
-    """Secrets the server itself needs (gated weights/tokenizers); docker passes them as an env file."""
-    from workflows.auth import load_dotenv
-
-    dotenv = load_dotenv(REPO_ROOT / ".env")
-    return {name: os.environ.get(name) or dotenv[name] for name in ("HF_TOKEN",)
-            if os.environ.get(name) or dotenv.get(name)}
+    return f"{ctx.server_mode.value} server at {ctx.server.base_url} (log: server.log)"
 
 
 def wait_ready(ctx: RunContext) -> str:
     from workflows.readiness import wait_until_ready
     from workflows.servers import ServerStartError
 
+    assert ctx.server is not None
+    kind = media_kind(ctx.spec)
     try:
+        if kind:  # a media server: /tt-liveness, then one request of the model's kind
+            from workflows.media_readiness import wait_media_ready
+
+            info = wait_media_ready(ctx.server, kind, bearer=ctx.bearer, timeout_s=ctx.spec.readiness_timeout_s,
+                                    progress=lambda m: (ctx.run_dir.log(m, "readiness"), ctx.ui.status_update(m)))
+            return f"ready after {info.elapsed_s:.1f}s (liveness, models, one {kind} request)"
         info = wait_until_ready(
-            ctx.server, bearer=ctx.auth.bearer if ctx.auth else None,
-            timeout_s=ctx.spec.readiness_timeout_s,
+            ctx.server, bearer=ctx.bearer, timeout_s=ctx.spec.readiness_timeout_s,
             progress=lambda m: (ctx.run_dir.log(m, "readiness"), ctx.ui.status_update(m)),
         )
     except ServerStartError as exc:
@@ -209,117 +149,162 @@ def wait_ready(ctx: RunContext) -> str:
     return f"ready after {info.elapsed_s:.1f}s"
 
 
-def warm_up(ctx: RunContext, workflows: list[WorkflowType]) -> str:
-    """Trace capture: once per run, before the first client workflow (not again in a release)."""
-    from workflows.readiness import warmup
+def warm_up(ctx: RunContext) -> str:
+    """Trace capture: once per run, before the first client workflow (not again in a release).
 
-    pairs: set[tuple[int, int]] = set()
-    if WorkflowType.BENCHMARKS in workflows:
-        from benchmarking.trace_capture import warmup_pairs
+    Uses the benchmarks' own client and stall timeout, so a server that accepts the request and
+    then never sends a token ends this step within the stall timeout, with one line naming the
+    URL and the silence.
+    """
+    from benchmarking.client import ClientConfig
+    from benchmarking.prompts import LocalTokenizer
+    from benchmarking.trace_capture import plan_warmup, warm_up as send_warmup
 
-        pairs |= set(warmup_pairs(ctx.spec.to_dict(), ctx.args.workflow_args_map))
-    if not pairs:
-        pairs = {(32, 4)}
-    warmup(ctx.base_url, ctx.auth.bearer if ctx.auth else None, ctx.server.served_model_name,
-           sorted(pairs), ctx.host.tokenizer_dir if ctx.host else None,
-           log=lambda m: ctx.run_dir.log(m, "warmup"))
-    ctx.trace_captured = True
-    return f"{len(pairs)} (isl, osl) pair(s)"
-
-
-def child_env(ctx: RunContext) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.pop("OPENAI_API_KEY", None)
-    if ctx.auth and ctx.auth.bearer:
-        env["OPENAI_API_KEY"] = ctx.auth.bearer
-    env["TT_SERVED_MODEL_NAME"] = ctx.server.served_model_name if ctx.server else ctx.spec.served_model_name
-    tokenizer = ctx.host.tokenizer_dir if ctx.host and ctx.host.tokenizer_dir else ""
-    env["TT_TOKENIZER_DIR"] = str(tokenizer)
-    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        env.setdefault(name, "1")
-    return env
-
-
-def run_client(ctx: RunContext, workflow: WorkflowType) -> ClientResult:
-    """Run one client workflow in its venv; stream its output; stop it if the server dies."""
-    venv_name, script = CLIENT_SCRIPTS[workflow]
-    python = ctx.venv_pythons[venv_name]
-    cmd = [str(python), str(REPO_ROOT / script), "--run-dir", str(ctx.run_dir.path),
-           "--model-spec-json", str(ctx.run_dir.spec_path),
-           "--server-url", ctx.base_url or "",
-           "--workflow-args-json", json.dumps(ctx.args.workflow_args_map)]
-    if ctx.args.disable_trace_capture or ctx.trace_captured:
-        cmd.append("--disable-trace-capture")
-    if workflow is WorkflowType.REPORTS and ctx.args.ignore_verdict:
-        cmd.append("--ignore-verdict")
-    ctx.run_dir.log("$ " + " ".join(cmd), workflow.value)
-    started = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=child_env(ctx), cwd=REPO_ROOT, start_new_session=True, bufsize=1)
-    ctx.current_child = proc
-    died: list[str] = []
-
-    def watch_server() -> None:
-        if workflow is WorkflowType.REPORTS:
-            return  # reports read files only; they must run even after the server died
-        while proc.poll() is None:
-            if ctx.server is not None and ctx.server_mode != "external" and not ctx.server.is_alive():
-                died.append(ctx.server.log_tail(40))
-                stop_process_group(proc)
-                return
-            time.sleep(1.0)
-
-    watcher = threading.Thread(target=watch_server, daemon=True)
-    watcher.start()
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        ctx.run_dir.log(line, workflow.value)
-        ctx.ui.child_line(workflow.value, ctx.run_dir.redact(line.rstrip("\n")))
-    code = proc.wait()
-    ctx.current_child = None
-    watcher.join(timeout=2)
-    if (not died and workflow is not WorkflowType.REPORTS and ctx.server is not None
-            and ctx.server_mode != "external" and not ctx.server.is_alive()):
-        died.append(ctx.server.log_tail(40))  # the client finished (failing fast) before the watcher looked
-    if died:
-        exit_code = ctx.server.exit_code()
-        raise StepFailed(f"the server exited (code {exit_code}) during {workflow.value}; "
-                         f"last lines of server.log:\n{died[0]}")
-    outputs = collect_outputs(ctx.run_dir.path, workflow.value)
-    return ClientResult(workflow, code, outputs, time.monotonic() - started)
-
-
-def stop_process_group(proc: subprocess.Popen, timeout: float = CHILD_STOP_TIMEOUT_S) -> None:
-    """SIGTERM the child's whole process group, SIGKILL it after ``timeout``."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    assert ctx.server is not None
+    plan = plan_warmup(ctx.spec.to_dict(), ctx.options.workflow_args)
+    pairs = plan.pairs if WorkflowType.BENCHMARKS in runnable_clients(ctx) and plan.pairs else [DEFAULT_WARMUP_PAIR]
+    base, model = ctx.server.base_url, ctx.server.served_model_name
+    tokenizer = None  # only a local one: asking the server to tokenize would be a wait without the stall deadline
+    if ctx.host and ctx.host.tokenizer_dir:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+            tokenizer = LocalTokenizer(str(ctx.host.tokenizer_dir))
+        except Exception as exc:  # noqa: BLE001 - a broken tokenizer only makes prompt lengths approximate
+            ctx.run_dir.log(f"warm-up without a tokenizer: {type(exc).__name__}: {exc}", "warmup")
+    config = ClientConfig(base_url=base, model=model, api_key=ctx.bearer, stall_timeout_s=plan.stall_timeout_s,
+                          request_timeout_s=plan.request_timeout_s, tokenizer=tokenizer)
+    outcomes = send_warmup(config, pairs, tokenizer, log=lambda m: ctx.run_dir.log(m, "warmup"))
+    silent = [o for o in outcomes if o.silent]
+    if silent:
+        raise StepFailed(f"warmup: {silent[0].line} (stall_timeout_s={plan.stall_timeout_s:g})")
+    ctx.trace_captured = True
+    failed = sum(1 for o in outcomes if not o.success)
+    return f"{len(outcomes)} (isl, osl) pair(s)" + (f", {failed} failed (see run.log)" if failed else "")
+
+
+def print_docker_command(ctx: RunContext) -> str:
+    """``--print-docker-cmd``: the command another host will run. Nothing on this host is judged."""
+    from workflows.host_setup import HostSetupError, find_weights, host_requirements
+    from workflows.servers.docker_server import print_docker_cmd
+
+    try:
+        ctx.host = find_weights(ctx.spec)
+    except HostSetupError as exc:
+        ctx.host = None
+        ctx.ui.plain(f"# note: {exc}")
+    ctx.ui.plain(print_docker_cmd(server_launch(ctx)))
+    ctx.ui.plain(f"# note: {host_requirements(ctx.spec)}")
+    if ctx.host is None:
+        ctx.ui.plain("# note: no weights for this model on this host, so the command mounts none; "
+                     "set MODEL_WEIGHTS_DIR (or fill the HF cache) where it runs")
+    return "printed"
+
+
+# ---------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class PipelineStep:
+    """One step of the plan: its manifest name, what it does, and when it applies."""
+
+    name: str
+    run: Callable[[RunContext], str | None]
+    spinner: str
+    applies: Callable[[RunContext], bool] = lambda ctx: True
+
+
+def _talks_to_server(ctx: RunContext) -> bool:
+    return needs_server(ctx.workflow)
+
+
+def _warms_up(ctx: RunContext) -> bool:
+    """Trace capture is for LLMs; media servers warm their workers up before they report ready."""
+    return (_talks_to_server(ctx) and ctx.workflow is not WorkflowType.SERVER and not ctx.options.disable_trace_capture
+            and media_kind(ctx.spec) is None)
+
+
+SERVER_STEPS: tuple[PipelineStep, ...] = (
+    PipelineStep("prepare_host", prepare_host, "Preparing host (weights, disk, RAM)", _talks_to_server),
+    PipelineStep("prepare_venvs", prepare_venvs, "Preparing virtualenvs"),
+    PipelineStep("start_server", start_server, "Starting the server", _talks_to_server),
+    PipelineStep("wait_ready", wait_ready, "Waiting for the server to be ready", _talks_to_server),
+    PipelineStep("warmup", warm_up, "Warm-up (trace capture)", _warms_up),
+)
+
+
+def run_step(ctx: RunContext, step: PipelineStep) -> None:
+    """Run one step: manifest entry, spinner, and a clean failure record."""
+    record = ctx.run_dir.start_step(step.name)
+    ctx.run_dir.log(f"step {step.name}: started")
+    try:
+        with ctx.ui.status(step.spinner):
+            detail = step.run(ctx) or ""
+    except Interrupted as exc:
+        ctx.run_dir.end_step(record, StepStatus.FAILED, f"interrupted by {exc}")
+        raise
+    except StepFailed as exc:
+        ctx.run_dir.end_step(record, StepStatus.FAILED, str(exc).splitlines()[0])
+        ctx.run_dir.log(f"step {step.name}: failed: {exc}")
+        raise
+    except Exception as exc:  # a backend error we did not classify: still one record, then re-raise
+        ctx.run_dir.end_step(record, StepStatus.FAILED, f"{type(exc).__name__}: {exc}")
+        ctx.run_dir.log(f"step {step.name}: failed: {type(exc).__name__}: {exc}")
+        raise StepFailed(f"{step.name}: {type(exc).__name__}: {exc}") from exc
+    ctx.run_dir.end_step(record, StepStatus.PASSED, detail)
+    ctx.run_dir.log(f"step {step.name}: passed {detail}")
+    ctx.ui.step_done(step.name, detail, record.duration_s)
+
+
+def run_client_step(ctx: RunContext, client: WorkflowType) -> int:
+    """A client workflow as a manifest step; a failed client does not stop the next one."""
+    record = ctx.run_dir.start_step(client.value)
+    try:
+        with ctx.ui.status(f"Running {client.value}"):
+            result: ClientResult = (ctx.client_runner or run_client)(ctx, client)
+    except Interrupted as exc:
+        ctx.run_dir.end_step(record, StepStatus.FAILED, f"interrupted by {exc}",
+                             collect_outputs(ctx.run_dir.path, client.value))
+        raise
+    except ServerDiedDuringClient as exc:
+        ctx.run_dir.end_step(record, StepStatus.FAILED, str(exc).splitlines()[0],
+                             collect_outputs(ctx.run_dir.path, client.value))
+        raise StepFailed(str(exc)) from None
+    ok = result.exit_code == 0
+    detail = "" if ok else f"exit code {result.exit_code}"
+    if client is WorkflowType.REPORTS and result.exit_code == EXIT_VERDICT_FAIL:
+        detail = "verdict FAIL"
+    ctx.run_dir.end_step(record, StepStatus.PASSED if ok else StepStatus.FAILED, detail, result.outputs)
+    (ctx.ui.step_done if ok else ctx.ui.step_failed)(client.value, detail, record.duration_s)
+    return result.exit_code
+
+
+def run_clients(ctx: RunContext) -> int:
+    """Every client workflow in order; returns 0, 1 (a workflow failed) or 3 (only the verdict failed)."""
+    exit_code = 0
+    for client in client_sequence(ctx.workflow):
+        skip_reason = NOT_YET_AVAILABLE.get(client) or no_variant_reason(ctx.spec, client)
+        if skip_reason:
+            ctx.run_dir.record_step(client.value, StepStatus.SKIPPED, skip_reason)
+            ctx.ui.step_skipped(client.value, skip_reason)
+            continue
+        code = run_client_step(ctx, client)
+        if code == 0:
+            continue
+        if client is WorkflowType.REPORTS and code == EXIT_VERDICT_FAIL:
+            exit_code = exit_code or EXIT_VERDICT_FAIL  # a failed workflow (1) outranks the verdict
+        else:
+            exit_code = 1
+    return exit_code
 
 
 def teardown(ctx: RunContext, keep_server: bool) -> str:
-    if ctx.current_child is not None:
-        stop_process_group(ctx.current_child)
-        ctx.current_child = None
-    if ctx.server is None or ctx.server_mode == "external":
+    stop_current_child(ctx)
+    if ctx.server is None or ctx.server_mode is ServerMode.EXTERNAL:
         return "nothing to stop"
     if keep_server:
         ctx.server.detach()
         return "server left running (--workflow server)"
     ctx.server.stop(timeout=SERVER_STOP_TIMEOUT_S)
-    return f"{ctx.server_mode} server stopped"
+    return f"{ctx.server_mode.value} server stopped"
 
 
 # ---------------------------------------------------------------------- the whole run
@@ -345,124 +330,115 @@ def install_signal_handlers() -> Callable[[], None]:
     return restore
 
 
-def execute(ctx: RunContext) -> int:
-    """Run every step of ``ctx.args.workflow``; returns the process exit code."""
-    workflow = ctx.workflow
-    clients = client_sequence(workflow)
-    runnable = [w for w in clients if w not in NOT_YET_AVAILABLE]
-    exit_code = 0
-    status = "passed"
-    keep_server = False
+def execute(ctx: RunContext, steps: tuple[PipelineStep, ...] = SERVER_STEPS) -> int:
+    """Run every step of ``ctx.options.workflow``; returns the process exit code."""
+    exit_code, status, cause, keep_server = 0, RunStatus.PASSED, None, False
     restore = install_signal_handlers()
     try:
-        if needs_server(workflow):
-            step(ctx, "prepare_host", lambda: prepare_host(ctx), spinner="Preparing host (weights, disk, RAM)")
-        if ctx.args.print_docker_cmd:
-            from workflows.servers.docker_server import print_docker_cmd
-
-            ctx.ui.plain(print_docker_cmd(_server_launch(ctx)))
+        if ctx.options.print_docker_cmd:
+            print_docker_command(ctx)
             return 0
-        step(ctx, "prepare_venvs", lambda: prepare_venvs(ctx, runnable), spinner="Preparing virtualenvs")
-        if needs_server(workflow):
-            step(ctx, "start_server", lambda: start_server(ctx), spinner=f"Starting {ctx.server_mode} server")
-            step(ctx, "wait_ready", lambda: wait_ready(ctx), spinner="Waiting for the server to be ready")
-        if workflow is WorkflowType.SERVER:
+        for step in steps:
+            if step.applies(ctx):
+                run_step(ctx, step)
+        if ctx.workflow is WorkflowType.SERVER:
             keep_server = True
-            ctx.ui.server_instructions(ctx.server.describe_how_to_reach(ctx.auth.bearer if ctx.auth else None))
+            assert ctx.server is not None
+            ctx.ui.server_instructions(ctx.server.describe_how_to_reach(ctx.bearer))
             return 0
-        if needs_server(workflow) and not ctx.args.disable_trace_capture:
-            step(ctx, "warmup", lambda: warm_up(ctx, runnable), spinner="Warm-up (trace capture)")
-        for client in clients:
-            if client in NOT_YET_AVAILABLE:
-                ctx.run_dir.record_step(client.value, "skipped", NOT_YET_AVAILABLE[client])
-                ctx.ui.step_skipped(client.value, NOT_YET_AVAILABLE[client])
-                continue
-            code = _run_client_step(ctx, client)
-            if code == 0:
-                continue
-            status = "failed"
-            if client is WorkflowType.REPORTS and code == EXIT_VERDICT_FAIL:
-                exit_code = exit_code or EXIT_VERDICT_FAIL  # a failed workflow (1) outranks the verdict
-            else:
-                exit_code = 1
+        exit_code = run_clients(ctx)
+        if exit_code:
+            status = RunStatus.FAILED
+            cause = "the release verdict is FAIL" if exit_code == EXIT_VERDICT_FAIL else "a client workflow failed"
     except Interrupted as exc:
-        status, exit_code = "interrupted", 128 + exc.signum
-        ctx.ui.error(f"interrupted by {signal.Signals(exc.signum).name}; stopping everything")
+        status, exit_code = RunStatus.INTERRUPTED, 128 + exc.signum
+        cause = f"{signal.Signals(exc.signum).name}; partial results kept"
+        ctx.ui.error(f"interrupted by {signal.Signals(exc.signum).name}; stopping the run, keeping what was done")
+        stop_current_child(ctx)
+        _report_what_exists(ctx, status)
     except StepFailed as exc:
-        status, exit_code = "failed", 1
+        status, exit_code, cause = RunStatus.FAILED, 1, str(exc).splitlines()[0]
         ctx.ui.error(str(exc))
-        _mark_rest_not_run(ctx, clients)
-        _report_partial_results(ctx, clients)
+        _report_what_exists(ctx, status)
     finally:
-        record = ctx.run_dir.start_step("teardown")
-        try:
-            ctx.run_dir.end_step(record, "passed", teardown(ctx, keep_server))
-        except Exception as exc:  # teardown problems must be visible but never hide the run's result
-            ctx.run_dir.end_step(record, "failed", f"{type(exc).__name__}: {exc}")
-            ctx.ui.error(f"teardown: {exc}")
-            exit_code = exit_code or 1
-        ctx.run_dir.finish(status if status != "running" else "passed")
+        for sig in (signal.SIGINT, signal.SIGTERM):  # teardown must finish: a signal now would orphan the server
+            signal.signal(sig, signal.SIG_IGN)
+        exit_code = _teardown_step(ctx, keep_server, exit_code)
+        ctx.run_dir.finish(status)
         restore()
+    _print_outcome(ctx, cause)
     return exit_code
 
 
-def _run_client_step(ctx: RunContext, client: WorkflowType) -> int:
-    """A client workflow as a manifest step; a failed client does not stop the next one."""
-    record = ctx.run_dir.start_step(client.value)
-    result: ClientResult | None = None
+def _teardown_step(ctx: RunContext, keep_server: bool, exit_code: int) -> int:
+    record = ctx.run_dir.start_step("teardown")
     try:
-        with ctx.ui.status(f"Running {client.value}"):
-            result = run_client(ctx, client)
-    except Interrupted:
-        ctx.run_dir.end_step(record, "failed", "interrupted", collect_outputs(ctx.run_dir.path, client.value))
-        raise
-    except StepFailed as exc:
-        ctx.run_dir.end_step(record, "failed", str(exc).splitlines()[0],
-                             collect_outputs(ctx.run_dir.path, client.value))
-        raise
-    ok = result.exit_code == 0
-    detail = "" if ok else f"exit code {result.exit_code}"
-    if client is WorkflowType.REPORTS and result.exit_code == EXIT_VERDICT_FAIL:
-        detail = "verdict FAIL"
-    ctx.run_dir.end_step(record, "passed" if ok else "failed", detail, result.outputs)
-    (ctx.ui.step_done if ok else ctx.ui.step_failed)(client.value, detail, record.duration_s)
-    return result.exit_code
+        ctx.run_dir.end_step(record, StepStatus.PASSED, teardown(ctx, keep_server))
+    except Exception as exc:  # teardown problems must be visible but never hide the run's result
+        ctx.run_dir.end_step(record, StepStatus.FAILED, f"{type(exc).__name__}: {exc}")
+        ctx.ui.error(f"teardown: {exc}")
+        return exit_code or 1
+    return exit_code
 
 
-def _mark_rest_not_run(ctx: RunContext, clients: list[WorkflowType]) -> None:
+def _report_what_exists(ctx: RunContext, status: RunStatus) -> None:
+    """After a hard failure or an interrupt, still render the report from what was measured.
+
+    The manifest says ``failed``/``interrupted`` before the report runs, so the report is marked
+    that way; clients that never started are recorded as not run.
+    """
+    clients = client_sequence(ctx.workflow) if ctx.options.workflow else []
     for client in clients:
         if ctx.run_dir.manifest.step(client.value) is None:
-            ctx.run_dir.record_step(client.value, "not_run", "an earlier step failed")
-
-
-def _report_partial_results(ctx: RunContext, clients: list[WorkflowType]) -> None:
-    """After a client workflow failed hard (e.g. the server died), still report what was measured."""
-    started_clients = [c for c in clients if (s := ctx.run_dir.manifest.step(c.value)) and s.started]
-    if WorkflowType.REPORTS not in clients or not started_clients or "reports" not in ctx.venv_pythons:
+            why = "the run was interrupted" if status is RunStatus.INTERRUPTED else "an earlier step failed"
+            ctx.run_dir.record_step(client.value, StepStatus.NOT_RUN, why)
+    started = [c for c in clients if (s := ctx.run_dir.manifest.step(c.value)) and s.started]
+    reports = ctx.run_dir.manifest.step(WorkflowType.REPORTS.value)
+    if (WorkflowType.REPORTS not in clients or not started or "reports" not in ctx.venv_pythons
+            or (reports is not None and reports.started)):
         return
+    ctx.run_dir.manifest.status = status
+    ctx.run_dir.save()
     try:
-        _run_client_step(ctx, WorkflowType.REPORTS)
-    except StepFailed as exc:
+        run_client_step(ctx, WorkflowType.REPORTS)
+    except (StepFailed, Interrupted) as exc:
         ctx.ui.error(f"reports: {exc}")
 
 
-def _server_launch(ctx: RunContext):
+def _print_outcome(ctx: RunContext, cause: str | None) -> None:
+    from workflows.outcome import summary_lines
+
+    for line in summary_lines(ctx.run_dir.path, ctx.run_dir.manifest, cause):
+        ctx.ui.error(line)
+
+
+def server_secrets() -> dict[str, str]:
+    """Secrets the server itself needs (gated weights/tokenizers); docker passes them as an env file."""
+    from workflows.auth import SERVER_SECRET_NAMES, load_dotenv
+
+    dotenv = load_dotenv(REPO_ROOT / ".env")
+    found = {name: os.environ.get(name) or dotenv.get(name) for name in SERVER_SECRET_NAMES}
+    return {name: value for name, value in found.items() if value}
+
+
+def server_launch(ctx: RunContext) -> "ServerLaunch":
     """The one ServerLaunch for this run: used to start the server and by --print-docker-cmd."""
     from workflows.servers import ServerLaunch
 
+    options = ctx.options
     return ServerLaunch(
-        spec=ctx.spec.to_dict(),
+        spec=ctx.spec,
         spec_json_path=ctx.run_dir.spec_path,
         run_dir=ctx.run_dir.path,
-        service_port=ctx.args.service_port,
-        bind_host=ctx.args.bind_host,
+        service_port=options.service_port,
+        bind_host=options.bind_host,
         api_key=ctx.auth.server_api_key if ctx.auth else None,
         weights_dir=ctx.host.weights_dir if ctx.host else None,
-        device_ids=ctx.args.device_ids,
-        dev_mode=ctx.args.dev_mode,
-        interactive=ctx.args.interactive,
+        device_ids=list(options.device_ids) if options.device_ids else None,
+        dev_mode=options.dev_mode,
+        interactive=options.interactive,
         server_log_path=ctx.run_dir.server_log_path,
         docker_image=ctx.spec.docker_image,
-        secret_env=_server_secrets(),
+        secret_env=server_secrets(),
         outlive_orchestrator=ctx.workflow is WorkflowType.SERVER,
     )

@@ -23,7 +23,7 @@ class Ui:
     def status(self, message: str) -> Iterator[None]:
         """A live spinner while a step runs (rich draws nothing animated when not a TTY)."""
         if not self.console.is_terminal:
-            self.console.print(f"[bold]…[/] {escape(message)}")
+            self.console.print(f"[bold]…[/] {escape(message)}", soft_wrap=True)
             yield
             return
         with self.console.status(escape(message)) as status:
@@ -39,14 +39,14 @@ class Ui:
 
     def step_done(self, name: str, detail: str, seconds: float | None) -> None:
         took = f" [dim]({seconds:.1f}s)[/]" if seconds is not None else ""
-        self.console.print(f"[green]✔[/] {escape(name)}{took} {escape(detail)}")
+        self.console.print(f"[green]✔[/] {escape(name)}{took} {escape(detail)}", soft_wrap=True)
 
     def step_failed(self, name: str, detail: str, seconds: float | None) -> None:
         took = f" [dim]({seconds:.1f}s)[/]" if seconds is not None else ""
-        self.console.print(f"[red]✘[/] {escape(name)}{took} {escape(detail)}")
+        self.console.print(f"[red]✘[/] {escape(name)}{took} {escape(detail)}", soft_wrap=True)
 
     def step_skipped(self, name: str, reason: str) -> None:
-        self.console.print(f"[yellow]–[/] {escape(name)}: not run ({escape(reason)})")
+        self.console.print(f"[yellow]–[/] {escape(name)}: not run ({escape(reason)})", soft_wrap=True)
 
     def child_line(self, source: str, line: str) -> None:
         self.console.print(f"[dim]{escape(source)}│[/] {escape(line)}", soft_wrap=True)

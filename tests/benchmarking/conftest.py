@@ -1,59 +1,13 @@
-"""Fixtures for benchmark tests: the stub server as a subprocess and a tiny real tokenizer."""
+"""Fixtures for benchmark tests: the stub server (through ``fake_server_process``) and a tiny real tokenizer."""
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "integration: needs a real inference server")
-    config.addinivalue_line("markers", "slow: takes more than ~10 s")
-
-
-class StubProcess:
-    """The shipped stub server (benchmarking/stub_server.py) in its own process."""
-
-    def __init__(self, *args: str):
-        env = dict(os.environ, PYTHONPATH=REPO)
-        self.proc = subprocess.Popen([sys.executable, "-m", "benchmarking.stub_server", "--port", "0", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
-        line = self.proc.stdout.readline()
-        if not line.startswith("STUB_LISTENING"):
-            self.proc.kill()
-            raise RuntimeError(f"stub did not start: {line!r}")
-        self.port = int(line.split()[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def get(self, path: str) -> bytes:
-        with urllib.request.urlopen(self.url + path, timeout=10) as resp:
-            return resp.read()
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
 
 @pytest.fixture
-def stub_factory():
-    started: list[StubProcess] = []
-
-    def make(*args: str) -> StubProcess:
-        s = StubProcess(*args)
-        started.append(s)
-        return s
-    yield make
-    for s in started:
-        s.stop()
+def stub_factory(fake_server_process):
+    """``stub_factory(*stub_args)``: the shipped delay-programmed stub, stopped after the test."""
+    return lambda *args: fake_server_process("benchmarking.stub_server", *args)
 
 
 @pytest.fixture(scope="session")
@@ -73,13 +27,3 @@ def tiny_tokenizer_dir(tmp_path_factory):
     tok.save(str(d / "tokenizer.json"))
     return str(d)
 
-
-def wait_http(url: str, timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return True
-        except Exception:  # noqa: BLE001
-            time.sleep(0.5)
-    return False

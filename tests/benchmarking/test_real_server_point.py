@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from contracts import REPO_ROOT
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
@@ -22,9 +23,9 @@ def test_tiny_point_on_real_server(real_cpu_server, tmp_path):
     spec = {"model_id": "smollm2", "hf_model_repo": "HuggingFaceTB/SmolLM2-135M-Instruct",
             "device_model_spec": {"max_context": 2048, "max_concurrency": 2, "perf_reference": []}}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    env = dict(os.environ, PYTHONPATH=REPO, TT_SERVED_MODEL_NAME="SmolLM2-135M-Instruct", TT_TOKENIZER_DIR=MODEL_DIR)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TT_SERVED_MODEL_NAME="SmolLM2-135M-Instruct", TT_TOKENIZER_DIR=MODEL_DIR)
     env["OPENAI_API_KEY"] = real_cpu_server.api_key
-    p = subprocess.run([sys.executable, os.path.join(REPO, "benchmarking", "run_benchmarks.py"), "--run-dir",
+    p = subprocess.run([sys.executable, os.path.join(REPO_ROOT, "benchmarking", "run_benchmarks.py"), "--run-dir",
                         str(tmp_path), "--model-spec-json", str(tmp_path / "spec.json"), "--server-url", server,
                         "--workflow-args-json", json.dumps({"points": "64x8x2x4"})],
                        capture_output=True, text=True, env=env, timeout=300)

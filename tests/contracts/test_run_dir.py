@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from contracts.run_dir import Manifest, RunDirectory, collect_outputs, make_run_id
+from contracts.run_dir import Manifest, RunDirectory, RunStatus, StepStatus, collect_outputs, make_run_id
 
 
 def test_run_id_format() -> None:
@@ -22,7 +22,7 @@ def test_manifest_steps_and_redaction(tmp_path) -> None:
     (run_dir.path / "benchmarks" / "outputs.json").write_text(
         json.dumps({"outputs": ["benchmarks/point.json", "benchmarks/missing.json"]}))
     run_dir.end_step(step, "passed", "ok", collect_outputs(run_dir.path, "benchmarks"))
-    run_dir.record_step("tests", "skipped", "later issue")
+    run_dir.record_step("tests", StepStatus.SKIPPED, "not implemented yet")
     run_dir.log("token s3cret-value \x1b[31mred\x1b[0m")
     run_dir.finish("passed")
     run_dir.close()
@@ -45,3 +45,21 @@ def test_interrupted_step_is_marked_failed(tmp_path) -> None:
     data = json.loads((tmp_path / "manifest.json").read_text())
     assert data["status"] == "interrupted"
     assert data["steps"][0]["status"] == "failed" and data["steps"][0]["detail"] == "interrupted"
+
+
+def test_statuses_are_enums_in_memory_and_plain_strings_on_disk(tmp_path) -> None:
+    run_dir = RunDirectory(tmp_path, Manifest(run_id="r", model_id="m", workflow="evals"))
+    step = run_dir.start_step("evals")
+    assert step.status is StepStatus.RUNNING
+    run_dir.end_step(step, StepStatus.PASSED, "ok")
+    run_dir.finish(RunStatus.PASSED)
+    text = (tmp_path / "manifest.json").read_text()
+    assert '"status": "passed"' in text and "StepStatus" not in text
+    again = Manifest.read(tmp_path / "manifest.json")
+    assert again.status is RunStatus.PASSED and again.step("evals").status is StepStatus.PASSED
+    try:
+        run_dir.end_step(step, "finished")  # type: ignore[arg-type]
+    except ValueError as exc:
+        assert "finished" in str(exc)
+    else:
+        raise AssertionError("an unknown step status was accepted")

@@ -169,3 +169,27 @@ def test_bad_workflow_args_exit_2_with_one_line(catalog, tmp_path, capsys, args,
 def test_options_reject_non_numbers():
     with pytest.raises(DeployError, match="hpa_target"):
         DeployOptions.from_workflow_args({"hpa_target": "lots"}, client_image="c")
+
+
+def test_run_py_deploy_renders_into_the_run_directory_without_a_server(tmp_path):
+    """The workflow through run.py: no host checks (a t3k spec on a CPU host), no server, exit 0."""
+    out = tmp_path / "run"
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "run.py"), "--model", "Llama-3.1-8B-Instruct",
+                             "--device", "t3k", "--workflow", "deploy", "--workflow-args", "target=k8s hpa=true",
+                             "--output-dir", str(out)], capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [s["name"] for s in manifest["steps"]] == ["resolve_spec", "prepare_venvs", "deploy", "teardown"]
+    deploy_step = manifest["steps"][2]
+    assert "deploy/k8s/all.yaml" in deploy_step["outputs"]
+    assert validate(list(yaml.safe_load_all((out / "deploy" / "k8s" / "all.yaml").read_text()))) == []
+
+
+def test_run_py_deploy_rejects_an_unknown_key_before_doing_anything(tmp_path):
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "run.py"), "--model", "Llama-3.1-8B-Instruct",
+                             "--device", "t3k", "--workflow", "deploy", "--workflow-args", "replica=3",
+                             "--output-dir", str(tmp_path / "run")], capture_output=True, text=True, timeout=300,
+                            cwd=REPO_ROOT)
+    assert result.returncode == 2
+    assert "replica" in result.stderr + result.stdout
+    assert not (tmp_path / "run" / "deploy").exists()

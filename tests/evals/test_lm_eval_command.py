@@ -150,4 +150,32 @@ def test_probe_uses_bearer_only_when_needed():
         assert probe_remote_tokenizer(url, "wrong") == (False, None)
     finally:
         srv.shutdown()
-    assert probe_remote_tokenizer("http://127.0.0.1:9/v1", None, timeout=1) == (False, None)
+    assert probe_remote_tokenizer("http://127.0.0.1:9/v1", None, timeout=1, backoff_s=0) == (False, None)
+
+
+class _FlakyTokenizer(http.server.BaseHTTPRequestHandler):
+    """FAKE tokenizer endpoints: the first request of each path is answered HTTP 500."""
+
+    seen: dict = {}
+
+    def _reply(self):
+        n = self.seen[self.path] = self.seen.get(self.path, 0) + 1
+        self.send_response(500 if n == 1 else 200)
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    do_GET = do_POST = _reply
+
+    def log_message(self, *a):
+        pass
+
+
+def test_one_500_on_the_tokenizer_probe_is_retried():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FlakyTokenizer)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
+        assert probe_remote_tokenizer(url, None, backoff_s=0) == (True, None)
+        assert _FlakyTokenizer.seen == {"/tokenizer_info": 2, "/tokenize": 2}
+    finally:
+        srv.shutdown()

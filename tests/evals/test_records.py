@@ -154,3 +154,28 @@ def test_subset_of_full_reference_gets_sample_margin():
     assert sample_margin_tolerance(0.8, 0.05, 10_000) < sample_margin_tolerance(0.8, 0.05, 20)
     assert accuracy_check(0.70, SPEC, "full", 5000, ran_subset=False).passed is False
     assert sample_margin_tolerance(0.5, 0.05, 1) == 0.95  # capped
+
+
+def test_record_is_typed_every_field_described_and_unknown_keys_kept(tmp_path):
+    from dataclasses import fields
+
+    legend = EvalRecord.legend()
+    assert set(legend) == {f.name for f in fields(EvalRecord)} == SCHEMA_KEYS - {"schema"}
+    assert all(text and "\n" not in text for text in legend.values())
+    data = EvalRecord(model_id="m", task="t", metric="acc,none", mode="ci", lm_eval_command="x").to_dict()
+    newer = {**data, "written_by_a_newer_tool": {"k": 1}}
+    rec = EvalRecord.from_dict(newer)
+    assert rec.to_dict() == newer  # what a newer writer added survives a read/write by this one
+    assert list(rec.to_dict())[:3] == ["schema", "model_id", "task"]
+
+
+def test_record_refuses_other_kinds_and_versions():
+    from contracts.typed_record import RecordError
+
+    base = {"model_id": "m", "task": "t", "metric": "m", "mode": "smoke", "lm_eval_command": "x"}
+    with pytest.raises(RecordError, match="not a 'tt-eval-record' record"):
+        EvalRecord.from_dict({**base, "schema": "tt-bench-point/1"})
+    with pytest.raises(RecordError, match="cannot read schema"):
+        EvalRecord.from_dict({**base, "schema": "tt-eval-record/9"})
+    with pytest.raises(RecordError, match="missing field"):
+        EvalRecord.from_dict({"schema": "tt-eval-record/1", "task": "t"})

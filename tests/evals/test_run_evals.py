@@ -1,7 +1,8 @@
-"""run_evals.py without a server: lm-eval is replaced by a fake that writes real result files.
+"""run_evals.py without a server: the lm-eval worker is replaced by a fake that writes real result files.
 
 Covers the skip-finished behaviour, the up-front loglikelihood refusal, error isolation (one
-task's failure does not stop the others), outputs.json, exit codes and bad input.
+task's failure does not stop the others), no task started once the server is gone, outputs.json,
+exit codes and bad input. Real lm-eval runs in test_worker_faults.py and test_integration.py.
 """
 
 from __future__ import annotations
@@ -16,31 +17,42 @@ import pytest
 from evals import run_evals
 from evals.eval_config import EVAL_CONFIGS, EvalConfig
 from evals.lm_eval_command import TokenizerChoice
+from evals.diagnosis import summarize_failure
+from evals.lm_eval_session import TaskOutcome
 from evals.records import EvalRecord
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 class FakeLmEval:
-    """Stands in for `python -m lm_eval`: copies the committed results fixture for the task."""
+    """FAKE lm-eval worker (LmEvalSessions' interface): copies the committed results fixture for the task."""
 
     def __init__(self, fail: dict[str, str] | None = None):
         self.calls: list[list[str]] = []
         self.fail = fail or {}
+        self.import_s: list[float] = []
+        self.closed = 0
+        self.after_task = None  # called with the task name once it has run
 
-    def __call__(self, argv, cwd, env, log_path, secret=None):
-        self.calls.append(argv)
-        task = argv[argv.index("--tasks") + 1]
+    def run(self, task, args, cwd, env, log_path, deadline_s, builtin_tasks=True):
+        self.calls.append(args)
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        if task in self.fail:
-            log_path.write_text(self.fail[task])
-            return 1, self.fail[task]
-        out = Path(argv[argv.index("--output_path") + 1]) / "SmolLM2-135M-Instruct"
-        out.mkdir(parents=True, exist_ok=True)
-        shutil.copy(FIXTURES / f"results_{task}.json", out / "results_2026-11-22T00-00-00.json")
-        (out / f"samples_{task}_2026-11-22T00-00-00.jsonl").write_text("{}\n")
-        log_path.write_text("ok\n")
-        return 0, "ok\n"
+        try:
+            if task in self.fail:
+                log_path.write_text(self.fail[task])
+                return TaskOutcome(1, 0.1)
+            out = Path(args[args.index("--output_path") + 1]) / "SmolLM2-135M-Instruct"
+            out.mkdir(parents=True, exist_ok=True)
+            shutil.copy(FIXTURES / f"results_{task}.json", out / "results_2026-11-22T00-00-00.json")
+            (out / f"samples_{task}_2026-11-22T00-00-00.jsonl").write_text("{}\n")
+            log_path.write_text("ok\n")
+            return TaskOutcome(0, 0.1)
+        finally:
+            if self.after_task:
+                self.after_task(task)
+
+    def close(self):
+        self.closed += 1
 
     def tasks_run(self):
         return [a[a.index("--tasks") + 1] for a in self.calls]
@@ -49,7 +61,7 @@ class FakeLmEval:
 @pytest.fixture
 def fake(monkeypatch):
     fake = FakeLmEval()
-    monkeypatch.setattr(run_evals, "run_logged", fake)
+    monkeypatch.setattr(run_evals, "LmEvalSessions", lambda *a, **k: fake)
     monkeypatch.setattr(run_evals, "preflight", lambda *a, **k: None)
     monkeypatch.setattr(run_evals, "choose_tokenizer", lambda *a, **k: TokenizerChoice("remote", "fake"))
     monkeypatch.setenv("OPENAI_API_KEY", "bearer-xyz")
@@ -81,6 +93,8 @@ def test_smoke_run_writes_records_and_outputs(tmp_path, fake, smollm_spec, write
     rec = _record(tmp_path, "tt_offline_mc")
     assert (rec.status, rec.value, rec.samples, rec.mode, rec.passed) == ("passed", 0.68, 25, "smoke", True)
     assert rec.lm_eval_command.startswith(run_evals.sys.executable + " -m lm_eval run --model local-completions")
+    assert fake.calls[0][:2] == ["run", "--model"]  # the worker gets the same command, minus `python -m lm_eval`
+    assert fake.closed == 1  # the worker is stopped at the end
     assert "bearer-xyz" not in rec.lm_eval_command
     assert rec.results_file.startswith("evals/tt_offline_mc/lm_eval/")
     outputs = json.loads((tmp_path / "evals" / "outputs.json").read_text())["outputs"]
@@ -137,16 +151,65 @@ def test_loglikelihood_refused_up_front(tmp_path, fake, smollm_spec, write_spec,
 
 
 def test_preflight_failure_errors_every_task_quickly(tmp_path, fake, smollm_spec, write_spec, monkeypatch):
-    monkeypatch.setattr(run_evals, "preflight", lambda *a, **k: "server not answering at http://x: refused")
+    monkeypatch.setattr(run_evals, "preflight", lambda *a, **k: "cannot connect to http://x: refused")
     assert _main(tmp_path, write_spec(smollm_spec)) == 1
     assert fake.calls == []
-    assert all(_record(tmp_path, t).status == "error" for t in ("tt_offline_mc", "tt_offline_qa"))
+    for task in ("tt_offline_mc", "tt_offline_qa", "tt_offline_chat"):
+        rec = _record(tmp_path, task)
+        assert rec.status == "error" and rec.error == "not run: cannot connect to http://x: refused"
+
+
+def test_server_gone_during_a_task_stops_the_run(tmp_path, fake, smollm_spec, write_spec, monkeypatch, capsys):
+    """The server dies during the first task: its summary says it cannot connect, no further task starts."""
+    checks = []
+    server_up = [True]
+
+    def check(*_a, **_k):
+        checks.append(server_up[0])
+        return None if server_up[0] else "cannot connect to http://127.0.0.1:9: [Errno 111] Connection refused"
+
+    monkeypatch.setattr(run_evals, "preflight", check)
+    fake.fail = {"tt_offline_mc": "Traceback ...\nRuntimeError: Session is closed\n"}
+    fake.after_task = lambda task: server_up.__setitem__(0, False)
+    assert _main(tmp_path, write_spec(smollm_spec)) == 1
+    assert fake.tasks_run() == ["tt_offline_mc"]  # nothing launched against the dead server
+    mc = _record(tmp_path, "tt_offline_mc")
+    assert mc.error.startswith("cannot connect to http://127.0.0.1:9") and "Session is closed" not in mc.error
+    assert "during task tt_offline_mc" in mc.error
+    for task in ("tt_offline_qa", "tt_offline_chat"):
+        assert _record(tmp_path, task).error.startswith("not run: cannot connect to http://127.0.0.1:9")
+    out = capsys.readouterr().out
+    assert "Traceback" not in out and "Session is closed" not in out  # lm-eval's output stays in its log
+    assert checks == [True, False]  # checked before the task and once after it failed, then never again
+
+
+def test_server_still_up_after_a_failure_keeps_going(tmp_path, fake, smollm_spec, write_spec):
+    fake.fail = {"tt_offline_mc": "API request failed! Status code: 500, Response text: boom\n"
+                                  "aiohttp.client_exceptions.ClientResponseError: 500, message='Internal Server Error'\n"}
+    assert _main(tmp_path, write_spec(smollm_spec)) == 1
+    assert fake.tasks_run() == ["tt_offline_mc", "tt_offline_qa", "tt_offline_chat"]
+    assert _record(tmp_path, "tt_offline_mc").error == (
+        "server answered HTTP 500 to lm-eval's /v1/completions requests; "
+        "task tt_offline_mc gave up after 3 attempts per request")
+
+
+def test_sigint_keeps_finished_records_and_exits_130(tmp_path, fake, smollm_spec, write_spec):
+    def interrupt(task):
+        if task == "tt_offline_qa":
+            raise KeyboardInterrupt
+
+    fake.after_task = interrupt
+    assert _main(tmp_path, write_spec(smollm_spec)) == 130
+    assert _record(tmp_path, "tt_offline_mc").status == "passed"
+    assert _record(tmp_path, "tt_offline_qa").error.startswith("interrupted by SIGINT")
+    assert not (tmp_path / "evals" / "tt_offline_chat" / "eval_record.json").exists()
+    assert fake.closed == 1
 
 
 def test_missing_dataset_is_one_line_naming_it():
     task = EVAL_CONFIGS["Llama-3.1-8B-Instruct"].task("gsm8k_cot_llama")
     text = (FIXTURES / "lm_eval_gsm8k_offline.log").read_text()  # real lm-eval 0.4.13 output
-    msg = run_evals.one_line_error(task, text, 1, offline=True)
+    msg = summarize_failure(task, text, 1, offline=True, endpoint="http://127.0.0.1:8000/v1/completions")
     assert (
         msg
         == "dataset openai/gsm8k cannot be reached (HF hub offline: HF_DATASETS_OFFLINE=1); task gsm8k_cot_llama not run"
@@ -169,19 +232,31 @@ def test_tasks_and_limit_args(tmp_path, fake, smollm_spec, write_spec):
     assert fake.tasks_run() == ["tt_offline_qa"] and argv[argv.index("--limit") + 1] == "5"
 
 
-def test_run_logged_keeps_earlier_logs_and_redacts(tmp_path):
+def test_earlier_logs_are_kept(tmp_path):
     log_path = tmp_path / "t" / "lm_eval.log"
-    code = "import sys; print('model_args auth_token=tok-123'); sys.exit(3)"
-    rc, text = run_evals.run_logged([run_evals.sys.executable, "-c", code], tmp_path, {}, log_path, "tok-123")
-    assert rc == 3 and "tok-123" not in text and "auth_token=***" in text
-    run_evals.run_logged([run_evals.sys.executable, "-c", "print('second')"], tmp_path, {}, log_path)
-    assert "second" in log_path.read_text()
-    assert "auth_token=***" in (tmp_path / "t" / "lm_eval.1.log").read_text()  # first attempt kept
+    run_evals.fresh_log(log_path).write_text("first attempt\n")
+    run_evals.fresh_log(log_path).write_text("second\n")
+    assert log_path.read_text() == "second\n"
+    assert (tmp_path / "t" / "lm_eval.1.log").read_text() == "first attempt\n"  # first attempt kept
 
 
 def test_scrub_secret(tmp_path):
     (tmp_path / "m").mkdir()
     f = tmp_path / "m" / "results_x.json"
     f.write_text('{"config": {"model_args": "auth_token=tok-123"}}')
+    log_file = tmp_path / "lm_eval.log"
+    log_file.write_text("model_args auth_token=tok-123\n")
     run_evals.scrub_secret(tmp_path, "tok-123")
-    assert "tok-123" not in f.read_text()
+    assert "tok-123" not in f.read_text() and "auth_token=***" in log_file.read_text()
+
+
+def test_a_task_past_its_deadline_says_so(tmp_path, fake, smollm_spec, write_spec, monkeypatch):
+    def hung(task, args, cwd, env, log_path, deadline_s, builtin_tasks=True):
+        fake.calls.append(args)
+        log_path.write_text("API request failed! Status code: 500\n")  # an earlier hiccup must not be blamed
+        return TaskOutcome(-9, deadline_s, timed_out=True)
+
+    monkeypatch.setattr(fake, "run", hung)
+    assert _main(tmp_path, write_spec(smollm_spec), {"mode": "smoke", "tasks": "tt_offline_qa"}) == 1
+    assert _record(tmp_path, "tt_offline_qa").error == (
+        "lm-eval did not finish task tt_offline_qa within its 900 s deadline (mode smoke); stopped")

@@ -1,10 +1,11 @@
-"""Tier checks, status enforcement and waiver matching, without touching files."""
+"""The one judge (check_tier), error-rate blockers, status enforcement and waivers, without files."""
 from __future__ import annotations
 
 import pytest
 
+from benchmarking.point_record import BenchMetrics, BenchPoint, PointParams
 from reports import acceptance
-from reports.schema import EvalRow, Section, StepSummary, TargetRow
+from reports.schema import BenchmarkRow, EvalRow, Section, StepSummary, TargetRow
 
 
 @pytest.mark.parametrize("status, tiers, evals", [
@@ -21,30 +22,122 @@ def test_required_tiers_follow_status(status, tiers, evals):
     assert acceptance.evals_required(status) is evals
 
 
+def point(ttft=None, tput_user=None, tput=None, completed=8, failures=None, not_sent=0,
+          isl=128, osl=128, con=4, n=8):
+    """A point record with the given measurements (the derived ones left as given)."""
+    failures = failures or {}
+    return BenchPoint(model_id="m", tool="tt-bench",
+                      point=PointParams(isl=isl, osl=osl, max_concurrency=con, num_prompts=n),
+                      metrics=BenchMetrics(completed=completed, failed=sum(failures.values()),
+                                           failures_by_class=failures, mean_ttft_ms=ttft,
+                                           tput_user=tput_user, decode_throughput=tput),
+                      not_sent=not_sent)
+
+
 def test_check_tier_ratios_and_boundaries():
     t = {"ttft_ms": 100.0, "tput_user": 20.0, "tput": 80.0}
-    exact = acceptance.check_tier("complete", True, t, True, 100.0, 20.0, 80.0)
+    exact = acceptance.check_tier("complete", True, t, point(100.0, 20.0, 80.0))
     assert exact.passed is True and exact.ttft_ratio == 1.0 and exact.tput_ratio == 1.0
-    slow = acceptance.check_tier("complete", True, t, True, 100.1, 25.0, 90.0)
+    slow = acceptance.check_tier("complete", True, t, point(100.1, 25.0, 90.0))
     assert slow.ttft_pass is False and slow.tput_user_pass is True and slow.passed is False
     assert slow.ttft_ratio == pytest.approx(1.001)
 
 
-def test_check_tier_undefined_targets_are_not_checked():
-    c = acceptance.check_tier("functional", True, {"ttft_ms": 500.0, "tput_user": None}, True,
-                              60.0, 1.0, None)
+def test_check_tier_missing_target_is_not_checked_and_says_so():
+    c = acceptance.check_tier("functional", True, {"ttft_ms": 500.0, "tput_user": None}, point(60.0, 1.0))
     assert c.ttft_pass is True and c.tput_user_pass is None and c.tput_pass is None
-    assert c.passed is True
-    empty = acceptance.check_tier("functional", True, {}, True, 60.0, 1.0, None)
-    assert empty.passed is None
+    assert c.passed is True and c.unchecked == ["tput_user", "tput"] and c.missing == []
+    empty = acceptance.check_tier("functional", True, {}, point(60.0, 1.0))
+    assert empty.passed is None and empty.unchecked == ["ttft_ms", "tput_user", "tput"]
+    zero = acceptance.check_tier("functional", True, {"ttft_ms": 0, "tput": 0.0}, point(60.0, 1.0, 0.0))
+    assert zero.passed is None and zero.unchecked == ["ttft_ms", "tput_user", "tput"]
 
 
 def test_check_tier_missing_measurement_fails_and_not_run_is_none():
-    c = acceptance.check_tier("functional", True, {"ttft_ms": 500.0}, True, None, None, None)
-    assert c.ttft_pass is False and c.passed is False
-    not_run = acceptance.check_tier("functional", True, {"ttft_ms": 500.0}, False, None, None,
-                                    None)
+    c = acceptance.check_tier("functional", True, {"ttft_ms": 500.0, "tput_user": 5.0}, point(None, 6.0))
+    assert c.ttft_pass is False and c.passed is False and c.missing == ["ttft_ms"]
+    assert c.ttft_ratio is None and c.tput_user_pass is True
+    not_run = acceptance.check_tier("functional", True, {"ttft_ms": 500.0}, None)
     assert not_run.passed is None and not_run.ttft_ratio is None and not_run.ttft_ms == 500.0
+    assert not_run.error_rate_pass is None
+
+
+def test_a_mean_ttft_of_zero_is_a_measurement():
+    c = acceptance.check_tier("target", True, {"ttft_ms": 20.0}, point(0.0))
+    assert c.ttft_pass is True and c.passed is True and c.ttft_ratio == 0.0 and c.missing == []
+
+
+def test_missing_measurement_blocks_with_a_blocker_that_says_so():
+    row = TargetRow("isl-128_osl-128_con-4", 128, 128, 4, 8, ran=True, measured_tput_user=6.0)
+    row.tiers = [acceptance.check_tier("functional", True, {"ttft_ms": 500.0, "tput_user": 5.0},
+                                       point(None, 6.0))]
+    v = _decide(targets=[row])
+    assert v.result == "FAIL"
+    assert [b.detail for b in v.blockers] == ["functional tier: TTFT not measured (target 500.00 ms)"]
+
+
+def test_error_rate_above_the_allowance_fails_every_tier():
+    p = point(90.0, 30.0, 120.0, completed=5, failures={"http_5xx": 2, "connection_reset": 1})
+    assert p.metrics.error_rate == pytest.approx(3 / 8)
+    t = {"ttft_ms": 1000.0, "tput_user": 1.0, "tput": 1.0}
+    checks = [acceptance.check_tier(tier, True, t, p) for tier in acceptance.TIERS]
+    assert all(c.ttft_pass and c.tput_user_pass and c.tput_pass for c in checks)  # targets met ...
+    assert [(c.error_rate_pass, c.passed) for c in checks] == [(False, False)] * 3  # ... by the survivors
+    assert acceptance.check_tier("target", True, t, p, max_error_rate=0.5).passed is True
+
+
+def _bench_row(p):
+    return BenchmarkRow(key=p.key, isl=p.point.isl, osl=p.point.osl, max_concurrency=p.point.max_concurrency,
+                        num_prompts=p.point.num_prompts, completed=p.metrics.completed,
+                        failed=p.metrics.failed, failures_by_class=p.failure_classes(),
+                        error_rate=p.metrics.error_rate)
+
+
+@pytest.mark.parametrize("status", ["EXPERIMENTAL", "COMPLETE", "TOP_PERF"])
+def test_failed_requests_block_with_their_classes_for_every_status(status):
+    p = point(90.0, 30.0, 120.0, completed=5, failures={"http_5xx": 2, "connection_reset": 1})
+    row = TargetRow(p.key, 128, 128, 4, 8, ran=True, measured_ttft_ms=90.0, measured_tput_user=30.0,
+                    measured_tput=120.0)
+
+    def verdict(allowed):
+        row.tiers = [acceptance.check_tier(t, t in acceptance.required_tiers(status), {"ttft_ms": 1000.0}, p,
+                                           allowed) for t in acceptance.TIERS]
+        return _decide(model_status=status, targets=[row], benchmarks=[_bench_row(p)], max_error_rate=allowed)
+
+    v = verdict(0.0)
+    assert v.result == "FAIL"
+    assert [(b.item, b.tier, b.detail) for b in v.blockers] == [
+        ("isl-128_osl-128_con-4", None,
+         "isl 128/osl 128/con 4: 3 of 8 requests failed (http_5xx 2, connection_reset 1) > allowed 0")]
+    assert all(c.passed is False for c in row.tiers)
+    assert verdict(0.375).result == "PASS"  # within the spec's allowance
+
+
+def test_point_with_no_successful_request_names_the_failure_classes():
+    p = point(completed=0, failures={"connect_error": 8})
+    row = TargetRow(p.key, 128, 128, 4, 8, ran=True)
+    row.tiers = [acceptance.check_tier("functional", True, {"ttft_ms": 500.0, "tput_user": 5.0}, p)]
+    v = _decide(targets=[row], benchmarks=[_bench_row(p)])
+    details = [b.detail for b in v.blockers]
+    assert details[0] == "isl 128/osl 128/con 4: 8 of 8 requests failed (connect_error 8) > allowed 0"
+    assert details[1] == "functional tier: TTFT not measured (target 500.00 ms); t/s/u not measured (target 5.00)"
+    assert not any("n/a" in d for d in details)
+
+
+def test_requests_never_sent_count_as_failed():
+    p = point(90.0, completed=4, failures={"budget_exceeded": 2}, not_sent=2)
+    assert p.metrics.error_rate == 0.5 and p.failure_classes() == {"budget_exceeded": 2, "not_sent": 2}
+    assert acceptance.error_rate_detail(_bench_row(p), 0.1).endswith(
+        "4 of 8 requests failed (budget_exceeded 2, not_sent 2) > allowed 0.1")
+
+
+@pytest.mark.parametrize("value, allowed, noted", [
+    (None, 0.0, False), (0.05, 0.05, False), (1, 1.0, False), (-1, 0.0, True), ("5%", 0.0, True),
+    (True, 0.0, True)])
+def test_max_error_rate_comes_from_the_device_spec(value, allowed, noted):
+    spec = {"device_model_spec": {} if value is None else {"max_error_rate": value}}
+    got, note = acceptance.max_error_rate(spec)
+    assert got == allowed and (note is not None) is noted
 
 
 def test_waivers_without_reason_are_ignored_with_a_note():
@@ -80,8 +173,7 @@ def test_step_failure_blocks_and_star_waiver_does_not_hide_it():
 
 def test_unrun_point_blocks_only_for_required_tiers():
     row = TargetRow("isl-1_osl-1_con-1", 1, 1, 1, 8, ran=False)
-    row.tiers = [acceptance.check_tier(t, t in ("functional", "complete"), {"ttft_ms": 1.0},
-                                       False, None, None, None)
+    row.tiers = [acceptance.check_tier(t, t in ("functional", "complete"), {"ttft_ms": 1.0}, None)
                  for t in ("functional", "complete", "target")]
     v = _decide(targets=[row])
     assert v.result == "FAIL" and [b.tier for b in v.blockers] == ["functional", "complete"]

@@ -113,3 +113,84 @@ def test_missing_spec_is_one_clear_error(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TT_MODEL_SPEC_JSON_PATH"}
     proc = subprocess.run([sys.executable, str(LAUNCHER)], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "TT_MODEL_SPEC_JSON_PATH is not set" in proc.stderr
+
+
+def test_bytecode_cache_is_enabled_for_the_engine(launcher, monkeypatch):
+    """PYTHONDONTWRITEBYTECODE would make every engine process compile ~20k modules at each start."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    env = {"PYTHONDONTWRITEBYTECODE": "1"}
+    assert launcher.enable_bytecode_cache(env) is True
+    assert "PYTHONDONTWRITEBYTECODE" not in env and sys.dont_write_bytecode is False  # children inherit env
+    assert launcher.enable_bytecode_cache({}) is False
+
+
+def test_bytecode_cache_reaches_the_served_module(tmp_path):
+    pkg = tmp_path / "fakes" / "vllm" / "entrypoints" / "openai"
+    pkg.mkdir(parents=True)
+    for d in (pkg.parents[1], pkg.parent, pkg):
+        (d / "__init__.py").write_text("")
+    (pkg / "api_server.py").write_text(
+        "import json, os, sys\n"
+        "json.dump({'dont_write': sys.dont_write_bytecode, 'env': os.environ.get('PYTHONDONTWRITEBYTECODE')},"
+        " open(os.environ['FAKE_VLLM_RECORD'], 'w'))\n")
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps({"model_name": "M", "served_model_name": "M"}))
+    record = tmp_path / "record.json"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "fakes"), TT_MODEL_SPEC_JSON_PATH=str(spec_path),
+               MODEL_WEIGHTS_PATH="/w", FAKE_VLLM_RECORD=str(record), PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.run([sys.executable, str(LAUNCHER)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(record.read_text()) == {"dont_write": False, "env": None}
+    assert list((pkg / "__pycache__").glob("api_server.*.pyc"))  # it was written
+
+
+FAKE_CPU_PLATFORM = """
+import os
+
+class CpuPlatform:
+    @classmethod
+    def check_and_update_config(cls, vllm_config):
+        vllm_config["checked_by"] = cls.__name__
+        os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"  # what vLLM's CPU platform does
+"""
+
+
+def _fake_vllm_with_cpu_platform(root):
+    (root / "vllm" / "platforms").mkdir(parents=True)
+    (root / "vllm" / "__init__.py").write_text("")
+    (root / "vllm" / "platforms" / "__init__.py").write_text("")
+    (root / "vllm" / "platforms" / "cpu.py").write_text(FAKE_CPU_PLATFORM)
+
+
+def test_engine_core_fork_is_applied_after_the_platform_check(launcher, tmp_path, monkeypatch):
+    """TT_VLLM_ENGINE_START=fork: the platform's own check still runs, then spawn becomes fork."""
+    _fake_vllm_with_cpu_platform(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    env = {}
+    assert launcher.fork_engine_core(env) is False  # off unless asked for
+    env = {"TT_VLLM_ENGINE_START": "fork"}
+    assert launcher.fork_engine_core(env) is True
+    assert int(env["OMP_NUM_THREADS"]) == max(1, len(os.sched_getaffinity(0)) - 1)  # set before torch loads
+    from vllm.platforms.cpu import CpuPlatform
+
+    config = {}
+    monkeypatch.setenv("VLLM_WORKER_MULTIPROC_METHOD", "fork")
+    CpuPlatform.check_and_update_config(config)
+    assert config == {"checked_by": "CpuPlatform"} and env["VLLM_WORKER_MULTIPROC_METHOD"] == "fork"
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        sys.modules.pop(name)  # the fake must not outlive the test
+
+
+def test_fork_threads_keep_the_callers_choice(launcher):
+    assert launcher.fork_threads({"OMP_NUM_THREADS": "3"}) == 3
+    env = {}
+    assert launcher.fork_threads(env) >= 1 and env["OMP_NUM_THREADS"] == str(launcher.fork_threads(env))
+
+
+def test_engine_core_fork_without_vllm_is_a_logged_no_op(launcher, monkeypatch, capsys):
+    for name in ("vllm", "vllm.platforms", "vllm.platforms.cpu"):
+        monkeypatch.setitem(sys.modules, name, None)  # import -> ImportError
+    assert launcher.fork_engine_core({"TT_VLLM_ENGINE_START": "fork"}) is False
+    assert "ignored" in capsys.readouterr().out

@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
-import io
-import stat
 from pathlib import Path
 
 import jwt
-import pytest
 
-from workflows.auth import (
-    REDACTED,
-    MissingSecret,
-    Redactor,
-    load_dotenv,
-    make_jwt,
-    require_secret,
-    resolve_auth,
-    write_dotenv,
-)
+from workflows.auth import REDACTED, SECRET_ENV_NAMES, Redactor, load_dotenv, make_jwt, resolve_auth
 
 LAUNCHER = Path(__file__).resolve().parents[2] / "vllm-tt-metal" / "src" / "run_vllm_api_server.py"
 
@@ -40,76 +28,59 @@ def test_jwt_has_upstream_claims_and_matches_launcher(tmp_path):
 
 def test_precedence_api_key_over_jwt(tmp_path):
     env = {"API_KEY": "plain-key-1234", "JWT_SECRET": "s3cret-value"}
-    auth = resolve_auth(False, env, tmp_path / ".env", interactive=False)
+    auth = resolve_auth(False, env, tmp_path / ".env")
     assert (auth.bearer, auth.server_api_key, auth.source) == ("plain-key-1234", "plain-key-1234", "API_KEY")
-    auth = resolve_auth(False, {"VLLM_API_KEY": "vk-123456"}, tmp_path / ".env", interactive=False)
+    auth = resolve_auth(False, {"VLLM_API_KEY": "vk-123456"}, tmp_path / ".env")
     assert auth.bearer == "vk-123456" and auth.source == "VLLM_API_KEY"
 
 
 def test_jwt_secret_from_dotenv_env_wins(tmp_path):
     dotenv = tmp_path / ".env"
-    write_dotenv(dotenv, {"JWT_SECRET": "from-dotenv-xyz"})
-    auth = resolve_auth(False, {}, dotenv, interactive=False)
+    dotenv.write_text("JWT_SECRET=from-dotenv-xyz\n")
+    auth = resolve_auth(False, {}, dotenv)
     assert auth.source == "JWT_SECRET" and auth.bearer == make_jwt("from-dotenv-xyz")
-    auth = resolve_auth(False, {"JWT_SECRET": "from-env-abc"}, dotenv, interactive=False)
+    auth = resolve_auth(False, {"JWT_SECRET": "from-env-abc"}, dotenv)
     assert auth.bearer == make_jwt("from-env-abc")
 
 
 def test_default_generates_key_for_launched_servers_only(tmp_path):
-    a = resolve_auth(False, {}, tmp_path / ".env", interactive=False)
-    b = resolve_auth(False, {}, tmp_path / ".env", interactive=False)
+    a = resolve_auth(False, {}, tmp_path / ".env")
+    b = resolve_auth(False, {}, tmp_path / ".env")
     assert a.source == "generated" and a.bearer == a.server_api_key and len(a.bearer) >= 40
     assert a.bearer != b.bearer  # per run
-    ext = resolve_auth(False, {}, tmp_path / ".env", interactive=False, external=True)
-    assert ext.bearer is None and ext.headers == {}
+    ext = resolve_auth(False, {}, tmp_path / ".env", external=True)
+    assert ext.bearer is None and ext.server_api_key is None and ext.source == "none"
 
 
 def test_no_auth(tmp_path):
-    auth = resolve_auth(True, {"API_KEY": "plain-key-1234"}, tmp_path / ".env", interactive=False)
+    auth = resolve_auth(True, {"API_KEY": "plain-key-1234"}, tmp_path / ".env")
     assert auth.bearer is None and auth.server_api_key is None and auth.source == "no-auth"
 
 
 def test_repr_never_shows_token(tmp_path):
-    auth = resolve_auth(False, {"API_KEY": "plain-key-1234"}, tmp_path / ".env", interactive=False)
+    auth = resolve_auth(False, {"API_KEY": "plain-key-1234"}, tmp_path / ".env")
     assert "plain-key-1234" not in repr(auth) and "plain-key-1234" not in str(auth)
 
 
-def test_dotenv_roundtrip_and_mode(tmp_path):
-    path = tmp_path / "sub" / ".env"
-    write_dotenv(path, {"HF_TOKEN": "hf_abc", "JWT_SECRET": "x=y"})
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert load_dotenv(path) == {"HF_TOKEN": "hf_abc", "JWT_SECRET": "x=y"}
-    path.write_text("# c\nexport A=1\nB='quoted'\nC=\"dq\"\n\nnot a line\nD=\n")
-    assert load_dotenv(path) == {"A": "1", "B": "quoted", "C": "dq", "D": ""}
+def test_dotenv_parsing(tmp_path):
+    path = tmp_path / ".env"
+    path.write_text("# c\nexport A=1\nB='quoted'\nC=\"dq\"\n\nnot a line\nD=\nE=x=y\n")
+    assert load_dotenv(path) == {"A": "1", "B": "quoted", "C": "dq", "D": "", "E": "x=y"}
     assert load_dotenv(tmp_path / "missing") == {}
 
 
-def test_missing_secret_without_tty_names_the_variable(tmp_path, monkeypatch):
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # not a TTY
-    with pytest.raises(MissingSecret, match="JWT_SECRET"):
-        resolve_auth(False, {}, tmp_path / ".env", interactive=True, require_jwt=True)
-    with pytest.raises(MissingSecret) as exc:
-        require_secret("HF_TOKEN", {}, tmp_path / ".env", interactive=True, prompt=lambda _: pytest.fail("prompted"))
-    assert exc.value.name == "HF_TOKEN"
+def test_one_secret_name_list_reaches_every_backend():
+    """The server backends scrub and route secrets by the list in workflows.auth, not their own copies."""
+    from workflows.servers import docker_server, local
 
-
-def test_prompt_on_tty_writes_dotenv_0600(tmp_path, monkeypatch):
-    class Tty(io.StringIO):
-        def isatty(self):
-            return True
-
-    monkeypatch.setattr("sys.stdin", Tty(""))
-    dotenv = tmp_path / ".env"
-    write_dotenv(dotenv, {"OTHER": "kept"})
-    value = require_secret("JWT_SECRET", {}, dotenv, interactive=True, prompt=lambda _: " typed-secret ")
-    assert value == "typed-secret"
-    assert load_dotenv(dotenv) == {"OTHER": "kept", "JWT_SECRET": "typed-secret"}
-    assert stat.S_IMODE(dotenv.stat().st_mode) == 0o600
+    assert set(local._SCRUB) >= set(SECRET_ENV_NAMES) - {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}
+    assert "HF_TOKEN" not in local._SCRUB  # gated tokenizers: the server itself needs it
+    assert docker_server.SECRET_ENV_NAMES is SECRET_ENV_NAMES
 
 
 def test_redactor_text_and_json(tmp_path):
     env = {"HF_TOKEN": "hf_supersecret", "MY_DB_PASSWORD": "pw-123456", "PATH": "/usr/bin", "SHORT_TOKEN": "1"}
-    auth = resolve_auth(False, {"JWT_SECRET": "jwt-secret-value"}, tmp_path / ".env", interactive=False)
+    auth = resolve_auth(False, {"JWT_SECRET": "jwt-secret-value"}, tmp_path / ".env")
     red = Redactor.from_env(env, auth)
     text = f"token hf_supersecret pw-123456 bearer {auth.bearer} secret jwt-secret-value path /usr/bin 1"
     out = red.redact(text)

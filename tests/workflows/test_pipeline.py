@@ -1,18 +1,38 @@
-"""The pipeline end to end against the shipped stub server (a named fake: no engine needed)."""
+"""The pipeline: each step alone with fakes, the whole plan with a fake client runner, and run.py
+end to end against the shipped stub and fault servers (named fakes: no engine needed)."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
-from workflows.pipeline import client_sequence, needs_server
+from contracts import REPO_ROOT
+from contracts.run_dir import Manifest, RunDirectory, RunStatus, StepStatus
 from contracts.workflow_args import WorkflowType
+from tests.helpers import free_port
+from workflows import pipeline
+from workflows.catalog import load_catalog
+from workflows.cli import parse_args
+from workflows.clients import ClientResult, ConsoleFilter, Interrupted
+from workflows.outcome import summary_lines
+from workflows.pipeline import PipelineStep, RunContext, StepFailed, client_sequence, needs_server
+from workflows.processes import die_with_parent
+from workflows.ui import Ui
 
-REPO = Path(__file__).resolve().parents[2]
+MODEL = "SmolLM2-135M-Instruct"
+SPEC = load_catalog().specs["id_vllm-cpu_SmolLM2-135M-Instruct_cpu"]
 
 
 def test_release_sequence_and_reports_follow_every_workflow() -> None:
@@ -23,28 +43,265 @@ def test_release_sequence_and_reports_follow_every_workflow() -> None:
     assert not needs_server(WorkflowType.REPORTS) and needs_server(WorkflowType.EVALS)
 
 
+# ---------------------------------------------------------------------------------- fakes
+
+
+def make_ctx(tmp_path: Path, *argv: str, runner=None) -> tuple[RunContext, io.StringIO]:
+    options = parse_args(["--model", MODEL, "--device", "cpu", "--no-auth", *argv], load_catalog())
+    out = io.StringIO()
+    ui = Ui(Console(file=out, width=200, force_terminal=False))
+    run_dir = RunDirectory(tmp_path / "run", Manifest(run_id="r", model_id=SPEC.model_id,
+                                                      workflow=options.workflow.value))
+    return RunContext(spec=SPEC, options=options, run_dir=run_dir, ui=ui, client_runner=runner), out
+
+
+class FakeClients:
+    """Stands in for the client workflow processes: an exit code per workflow, or an exception."""
+
+    def __init__(self, **outcome):
+        self.outcome = outcome
+        self.calls: list[str] = []
+        self.manifest_status_at_reports = None
+
+    def __call__(self, ctx: RunContext, workflow: WorkflowType) -> ClientResult:
+        self.calls.append(workflow.value)
+        if workflow is WorkflowType.REPORTS:
+            self.manifest_status_at_reports = json.loads(ctx.run_dir.manifest_path.read_text())["status"]
+        result = self.outcome.get(workflow.value, 0)
+        if isinstance(result, BaseException):
+            raise result
+        return ClientResult(workflow, result, [], 0.0)
+
+
+def no_server_steps(*names: str) -> tuple[PipelineStep, ...]:
+    return tuple(PipelineStep(name, lambda ctx: "fake", name) for name in names)
+
+
+def statuses(ctx: RunContext) -> dict[str, str]:
+    return {s.name: s.status.value for s in ctx.run_dir.manifest.steps}
+
+
+# ---------------------------------------------------------------------------------- the plan
+
+
+def test_plan_runs_steps_then_clients_and_records_each(tmp_path) -> None:
+    clients = FakeClients()
+    ctx, _ = make_ctx(tmp_path, "--workflow", "benchmarks", runner=clients)
+    assert pipeline.execute(ctx, no_server_steps("prepare_host", "prepare_venvs")) == 0
+    assert clients.calls == ["benchmarks", "reports"]
+    assert statuses(ctx) == {"prepare_host": "passed", "prepare_venvs": "passed", "benchmarks": "passed",
+                             "reports": "passed", "teardown": "passed"}
+    assert ctx.run_dir.manifest.status is RunStatus.PASSED
+
+
+def test_the_real_plan_skips_what_does_not_apply(tmp_path) -> None:
+    ctx, _ = make_ctx(tmp_path, "--workflow", "benchmarks", "--disable-trace-capture")
+    assert [s.name for s in pipeline.SERVER_STEPS if s.applies(ctx)] == \
+        ["prepare_host", "prepare_venvs", "start_server", "wait_ready"]
+    ctx, _ = make_ctx(tmp_path, "--workflow", "server", "--local-server")
+    assert "warmup" not in [s.name for s in pipeline.SERVER_STEPS if s.applies(ctx)]
+
+
+@pytest.mark.parametrize("outcome, code", [({"benchmarks": 1}, 1), ({"reports": 3}, 3),
+                                           ({"benchmarks": 1, "reports": 3}, 1)])
+def test_exit_codes(tmp_path, outcome, code) -> None:
+    ctx, out = make_ctx(tmp_path, "--workflow", "benchmarks", runner=FakeClients(**outcome))
+    assert pipeline.execute(ctx, ()) == code
+    assert ctx.run_dir.manifest.status is RunStatus.FAILED
+    assert out.getvalue().strip().splitlines()[-1].startswith("error: ")  # the cause is the last thing said
+
+
+def test_failed_step_stops_the_run_and_says_why_last(tmp_path) -> None:
+    def broken(ctx):
+        raise StepFailed("wait_ready: http://127.0.0.1:9 not ready after 5 s (stage health: no answer)")
+
+    clients = FakeClients()
+    ctx, out = make_ctx(tmp_path, "--workflow", "benchmarks", runner=clients)
+    steps = (PipelineStep("wait_ready", broken, "waiting"),)
+    assert pipeline.execute(ctx, steps) == 1
+    assert clients.calls == []  # no client ran, so there is nothing to report
+    assert statuses(ctx) == {"wait_ready": "failed", "benchmarks": "not_run", "reports": "not_run",
+                             "teardown": "passed"}
+    last = out.getvalue().strip().splitlines()[-1]
+    assert last == "error: run failed: wait_ready: http://127.0.0.1:9 not ready after 5 s (stage health: no answer)"
+
+
+def test_interrupt_stops_the_client_then_still_reports_marked_interrupted(tmp_path) -> None:
+    clients = FakeClients(benchmarks=Interrupted(signal.SIGINT))
+    ctx, out = make_ctx(tmp_path, "--workflow", "release", runner=clients)
+    ctx.venv_pythons["reports"] = Path(sys.executable)
+    restore = signal.getsignal(signal.SIGINT)
+    assert pipeline.execute(ctx, ()) == 130
+    assert signal.getsignal(signal.SIGINT) is restore  # handlers restored after the run
+    assert clients.calls == ["evals", "benchmarks", "reports"]
+    assert clients.manifest_status_at_reports == "interrupted"
+    steps = statuses(ctx)
+    assert steps["benchmarks"] == "failed" and steps["reports"] == "passed" and steps["evals"] == "passed"
+    assert ctx.run_dir.manifest.step("benchmarks").detail == "interrupted by SIGINT"
+    assert ctx.run_dir.manifest.status is RunStatus.INTERRUPTED
+    assert "error: run interrupted: SIGINT; partial results kept" in out.getvalue()
+
+
+def test_a_real_signal_becomes_exit_143_with_a_report(tmp_path) -> None:
+    """SIGTERM delivered to this process while a client 'runs': the handler turns it into an interrupt."""
+    def slow_benchmarks(ctx, workflow):
+        if workflow is WorkflowType.BENCHMARKS:
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+            time.sleep(5)
+            raise AssertionError("the signal did not interrupt the client")
+        return ClientResult(workflow, 0, [], 0.0)
+
+    ctx, _ = make_ctx(tmp_path, "--workflow", "benchmarks", runner=slow_benchmarks)
+    ctx.venv_pythons["reports"] = Path(sys.executable)
+    assert pipeline.execute(ctx, ()) == 143
+    assert statuses(ctx)["reports"] == "passed"
+
+
+# ---------------------------------------------------------------------------------- single steps
+
+
+class SilentServer:
+    """A named fake: answers /health and /v1/models, then sends the headers of a stream and no token."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.conns:
+            conn.close()
+
+
+def test_warm_up_ends_within_the_stall_timeout_naming_url_and_silence(tmp_path) -> None:
+    server = SilentServer()
+    try:
+        ctx, _ = make_ctx(tmp_path, "--workflow", "benchmarks", "--server-url", server.url,
+                          "--workflow-args", "mode=smoke stall_timeout_s=1")
+
+        class Handle:
+            base_url, served_model_name, kind = server.url, MODEL, "external"
+
+        ctx.server = Handle()  # type: ignore[assignment]
+        t0 = time.monotonic()
+        with pytest.raises(StepFailed) as exc:
+            pipeline.warm_up(ctx)
+        assert time.monotonic() - t0 < 10  # one request's stall timeout, not one per pair
+        message = str(exc.value)
+        assert "\n" not in message and message.startswith("warmup: warm-up isl=")
+        assert server.url in message and "stall_timeout_s=1" in message
+        assert not ctx.trace_captured
+    finally:
+        server.close()
+
+
+def test_print_docker_command_never_judges_this_host(tmp_path, monkeypatch) -> None:
+    from workflows import host_setup
+
+    monkeypatch.setattr(host_setup, "available_ram_gb", lambda *a: pytest.fail("judged this host's RAM"))
+    monkeypatch.setattr(host_setup, "check_disk", lambda *a, **k: pytest.fail("judged this host's disk"))
+    options = parse_args(["--model", "Llama-3.1-8B-Instruct", "--device", "n150", "--workflow", "server",
+                          "--docker-server", "--print-docker-cmd", "--no-auth"], load_catalog())
+    spec = load_catalog().specs["id_tt-transformers_Llama-3.1-8B-Instruct_n150"]
+    big = replace(spec, min_ram_gb=4096.0)
+    out = io.StringIO()
+    run_dir = RunDirectory(tmp_path / "run", Manifest(run_id="r", model_id=big.model_id, workflow="server"))
+    ctx = RunContext(spec=big, options=options, run_dir=run_dir, ui=Ui(Console(file=out, width=100)))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf"))
+    monkeypatch.delenv("MODEL_WEIGHTS_DIR", raising=False)
+    assert pipeline.execute(ctx) == 0
+    text = out.getvalue()
+    assert "docker run " in text and spec.docker_image in text
+    assert "needs >= 4096 GB of RAM" in text and "no weights for this model on this host" in text
+
+
+def test_console_filter_keeps_tracebacks_in_the_log_only() -> None:
+    show = ConsoleFilter()
+    lines = ["progress 1", "Traceback (most recent call last):", '  File "x.py", line 1, in <module>',
+             "    boom()", "", "During handling of the above exception, another exception occurred:", "",
+             "Traceback (most recent call last):", '  File "y.py", line 2', "RuntimeError: Session is closed",
+             "progress 2"]
+    assert [x for x in map(show, lines) if x is not None] == \
+        ["progress 1", "RuntimeError: Session is closed (traceback in run.log)", "progress 2"]
+
+
+def test_outcome_names_failure_classes_and_counts(tmp_path) -> None:
+    run = tmp_path / "run"
+    (run / "benchmarks").mkdir(parents=True)
+    point = {"schema": "tt-bench-point/1", "metrics": {"completed": 5, "failed": 3,
+                                                      "failures_by_class": {"http_5xx": 2, "connection_reset": 1}}}
+    (run / "benchmarks" / "point_isl-1_osl-2_con-1_n-8.json").write_text(json.dumps(point))
+    (run / "reports").mkdir()
+    (run / "reports" / "report.json").write_text(json.dumps({"verdict": {"result": "FAIL", "blockers": [
+        {"category": "benchmarks", "item": "isl-1_osl-2_con-1", "detail": "3 of 8 requests failed"}]}}))
+    manifest = Manifest(run_id="r", model_id="m", workflow="benchmarks", status=RunStatus.FAILED)
+    lines = summary_lines(run, manifest, "a client workflow failed")
+    assert lines[0] == "run failed: a client workflow failed"
+    assert "point_isl-1_osl-2_con-1_n-8: 3 of 8 requests failed (http_5xx 2, connection_reset 1)" in lines
+    assert "verdict FAIL: benchmarks isl-1_osl-2_con-1: 3 of 8 requests failed" in lines
+    assert summary_lines(run, replace(manifest, status=RunStatus.PASSED)) == []
+
+
+def test_a_child_dies_with_a_sigkilled_parent() -> None:
+    """The parent-death signal every client workflow gets: SIGKILL of the parent cannot orphan it."""
+    code = ("import subprocess, sys, time\n"
+            "from workflows.processes import die_with_parent\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+            "start_new_session=True, preexec_fn=die_with_parent())\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+                              env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    child = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(child):
+        time.sleep(0.05)
+    assert not _alive(child), "the child outlived its SIGKILLed parent"
+    assert callable(die_with_parent())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+# ---------------------------------------------------------------------------------- run.py end to end
+
+
 @pytest.fixture
-def stub_server():
+def stub_server(fake_server_process) -> str:
     """The delay-programmed stub from benchmarking/ serving the CPU default's model name."""
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarking.stub_server", "--port", "0", "--ttft-ms", "5",
-                             "--itl-ms", "1", "--model", "SmolLM2-135M-Instruct"],
-                            stdout=subprocess.PIPE, text=True, cwd=REPO)
-    line = proc.stdout.readline()
-    assert line.startswith("STUB_LISTENING"), line
-    yield f"http://127.0.0.1:{line.split()[1]}"
-    proc.terminate()
-    proc.wait(timeout=10)
+    return fake_server_process("benchmarking.stub_server", "--ttft-ms", "5", "--itl-ms", "1", "--model", MODEL).url
 
 
-def run_py(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / "run.py"), *args], capture_output=True, text=True,
-                          timeout=600, cwd=REPO)
+def run_py(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO_ROOT / "run.py"), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO_ROOT)
 
 
 @pytest.mark.slow
 def test_benchmarks_against_external_stub(stub_server, tmp_path) -> None:
     out = tmp_path / "run"
-    result = run_py("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "benchmarks",
+    result = run_py("--model", MODEL, "--device", "cpu", "--workflow", "benchmarks",
                     "--server-url", stub_server, "--no-auth", "--workflow-args", "mode=smoke", "--output-dir", str(out))
     text = result.stdout + result.stderr
     assert result.stdout.strip().splitlines()[-1] == f"Run directory: {out.resolve()}", text[-2000:]
@@ -61,29 +318,39 @@ def test_benchmarks_against_external_stub(stub_server, tmp_path) -> None:
     assert result.returncode == (0 if report["verdict"]["result"] == "PASS" else 3), text[-3000:]
 
 
-def test_external_server_with_wrong_model_is_one_clear_error(tmp_path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarking.stub_server", "--port", "0", "--model", "other-model"],
-                            stdout=subprocess.PIPE, text=True, cwd=REPO)
-    try:
-        port = proc.stdout.readline().split()[1]
-        result = run_py("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "benchmarks",
-                        "--server-url", f"http://127.0.0.1:{port}", "--no-auth", "--output-dir", str(tmp_path / "r"))
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+@pytest.mark.slow
+def test_silent_server_ends_the_warm_up_within_the_stall_timeout(tmp_path, fake_server_process) -> None:
+    """Headers, then never a token, from the first request: one line names the URL and the silence."""
+    url = fake_server_process("benchmarking.fault_server", "--fault", "silence", "--model", MODEL).url
+    t0 = time.monotonic()
+    result = run_py("--model", MODEL, "--device", "cpu", "--workflow", "benchmarks", "--server-url", url,
+                    "--no-auth", "--workflow-args", "mode=smoke stall_timeout_s=3",
+                    "--output-dir", str(tmp_path / "r"), timeout=120)
+    elapsed = time.monotonic() - t0
+    lines = result.stdout.strip().splitlines()
+    assert result.returncode == 1 and elapsed < 60, result.stdout[-3000:]
+    assert lines[-1] == f"Run directory: {(tmp_path / 'r').resolve()}"
+    assert lines[-2].startswith("error: run failed: warmup: ") and url in lines[-2] and "stall" in lines[-2]
+
+
+def test_external_server_with_wrong_model_is_one_clear_error(tmp_path, fake_server_process) -> None:
+    url = fake_server_process("benchmarking.stub_server", "--model", "other-model").url
+    result = run_py("--model", MODEL, "--device", "cpu", "--workflow", "benchmarks",
+                    "--server-url", url, "--no-auth", "--output-dir", str(tmp_path / "r"))
     assert result.returncode == 1
-    assert "SmolLM2-135M-Instruct" in result.stdout and "other-model" in result.stdout
+    assert MODEL in result.stdout and "other-model" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
     manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
     assert manifest["status"] == "failed"
-    assert {s["name"]: s["status"] for s in manifest["steps"]}["benchmarks"] == "not_run"
+    assert {s["name"]: s["status"] for s in manifest["steps"]}["benchmarks"] == StepStatus.NOT_RUN.value
 
 
 def test_unreachable_external_server(tmp_path) -> None:
-    result = run_py("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "benchmarks",
+    result = run_py("--model", MODEL, "--device", "cpu", "--workflow", "benchmarks",
                     "--server-url", "http://127.0.0.1:9", "--no-auth", "--output-dir", str(tmp_path / "r"))
     assert result.returncode == 1
     assert "127.0.0.1:9" in result.stdout and "Traceback" not in result.stdout + result.stderr
+    assert "127.0.0.1:9" in result.stdout.strip().splitlines()[-2]  # the cause, right above the run directory
 
 
 @pytest.mark.slow
@@ -92,18 +359,18 @@ def test_server_dying_mid_run_stops_with_log_tail_and_keeps_results(tmp_path) ->
     engine = tmp_path / "fake_engine.sh"
     engine.write_text(
         "#!/bin/sh\n"
-        f"cd {REPO}\n"
+        f"cd {REPO_ROOT}\n"
         f"{sys.executable} -m benchmarking.stub_server --port $SERVICE_PORT --ttft-ms 400 --itl-ms 20 "
-        "--model SmolLM2-135M-Instruct &\n"
+        f"--model {MODEL} &\n"
         "sleep 6\nkill $!\necho 'fake engine: simulated crash'\nexit 7\n")
     engine.chmod(0o755)
     out = tmp_path / "run"
-    env = dict(__import__("os").environ, TT_ENGINE_PYTHON=str(engine))
+    env = dict(os.environ, TT_ENGINE_PYTHON=str(engine))
     result = subprocess.run(
-        [sys.executable, str(REPO / "run.py"), "--model", "SmolLM2-135M-Instruct", "--device", "cpu",
-         "--workflow", "benchmarks", "--local-server", "--service-port", str(_free_port()), "--no-auth",
+        [sys.executable, str(REPO_ROOT / "run.py"), "--model", MODEL, "--device", "cpu",
+         "--workflow", "benchmarks", "--local-server", "--service-port", str(free_port()), "--no-auth",
          "--disable-trace-capture", "--workflow-args", "mode=full", "--output-dir", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
+        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, env=env)
     assert result.returncode == 1, result.stdout[-3000:]
     assert "the server exited (code 7) during benchmarks" in result.stdout
     assert "fake engine: simulated crash" in result.stdout
@@ -111,11 +378,5 @@ def test_server_dying_mid_run_stops_with_log_tail_and_keeps_results(tmp_path) ->
     assert steps["benchmarks"]["status"] == "failed"
     assert steps["reports"]["status"] in ("passed", "failed") and steps["reports"]["outputs"]
     assert steps["teardown"]["status"] == "passed"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    closing = "\n".join(result.stdout.strip().splitlines()[-10:])
+    assert "error: run failed: the server exited (code 7) during benchmarks" in closing, closing

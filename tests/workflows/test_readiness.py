@@ -1,4 +1,4 @@
-"""Readiness and warm-up against fake servers (stdlib HTTP, named as fakes) and fake processes."""
+"""Readiness against fake servers (stdlib HTTP, named as fakes) and fake processes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from workflows.readiness import AuthRejected, ReadinessTimeout, make_prompt, wait_until_ready, warmup
+from tests.helpers import free_port
+
+from workflows.readiness import AuthRejected, ReadinessTimeout, wait_until_ready
 from workflows.servers.base import ServerDied, ServerHandle
 
 MODEL = "fake-model"
@@ -22,7 +24,8 @@ MODEL = "fake-model"
 class FakeOpenAIServer:
     """A tiny OpenAI-ish server: health after ``health_after`` s, optional bearer check, records requests."""
 
-    def __init__(self, health_after=0.0, bearer=None, models=(MODEL,), completion_status=200, port=0):
+    def __init__(self, health_after=0.0, bearer=None, models=(MODEL,), completion_status=200, port=0,
+                 completion_silence_s=0.0):
         self.start = time.monotonic()
         self.requests: list[dict] = []
         outer = self
@@ -62,6 +65,9 @@ class FakeOpenAIServer:
                     chunks.append({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": body["max_tokens"]}})
                     data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
                     return self._send(200, data, "text/event-stream")
+                if completion_silence_s:  # headers never come: the server accepted and says nothing
+                    time.sleep(completion_silence_s)
+                    return
                 self._send(completion_status, {"choices": [{"text": "x"}]} if completion_status == 200 else {"error": "boom"})
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
@@ -130,9 +136,7 @@ def test_wrong_bearer_is_one_clear_error(fake_server):
 
 
 def test_timeout_when_nothing_listens():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # free a moment ago: nothing listens there
     t0 = time.monotonic()
     with pytest.raises(ReadinessTimeout, match="not ready after 1.5 s"):
         wait_until_ready(FakeHandle(f"http://127.0.0.1:{port}"), bearer=None, timeout_s=1.5, poll_interval_s=0.1)
@@ -188,31 +192,14 @@ def test_process_exit_stops_waiting_with_log_tail_and_code(tmp_path):
     assert len(tail) == 40 and tail[0] == "line 21"
 
 
-def test_warmup_one_streaming_request_per_distinct_pair(fake_server):
-    srv = fake_server(bearer="tok-123456")
-    lines = []
-    warmup(srv.url, "tok-123456", MODEL, [(16, 4), (8, 2), (16, 4)], None, log=lines.append)
-    assert [(len(r["prompt"].split()), r["max_tokens"]) for r in srv.requests] == [(8, 2), (16, 4)]
-    for r in srv.requests:
-        assert r["stream"] and r["ignore_eos"] and r["min_tokens"] == r["max_tokens"]
-        assert r["stream_options"] == {"include_usage": True}
-    assert "completion_tokens 4" in lines[-1]
-
-
-def test_warmup_failure_is_logged_not_raised(fake_server):
-    srv = fake_server(bearer="right")
-    lines = []
-    warmup(srv.url, "wrong", MODEL, [(4, 1)], None, log=lines.append)
-    assert "HTTP 401" in lines[0]
-
-
-def test_make_prompt_exact_length_with_tokenizer(tmp_path):
-    tokenizers = pytest.importorskip("tokenizers")
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {f"w{i}": i for i in range(500)}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="w0"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    assert len(tok.encode(make_prompt(37, tok), add_special_tokens=False).ids) == 37
-    assert make_prompt(3) == "hello hello hello"
-    del tokenizers
+def test_timeout_line_names_url_stage_and_silence(fake_server):
+    """A server that accepts the 1-token request and never answers: one line says where it is stuck."""
+    srv = fake_server(completion_silence_s=30)
+    t0 = time.monotonic()
+    with pytest.raises(ReadinessTimeout) as exc:
+        wait_until_ready(FakeHandle(srv.url), bearer=None, timeout_s=2, poll_interval_s=0.1)
+    assert time.monotonic() - t0 < 6
+    message = str(exc.value)
+    assert "\n" not in message
+    assert message.startswith(f"wait_ready: {srv.url} not ready after 2 s (stage completion: ")
+    assert "1-token completion: no answer within" in message and "last HTTP answer" in message

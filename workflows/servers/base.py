@@ -14,8 +14,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contracts import REPO_ROOT
+from contracts.model_spec import DeviceType, ModelSpec
+from contracts.openai_http import bearer_headers
+
 # The launcher inside images and for --local-server (never imported: it runs in the engine's python).
-REPO_ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER_PATH = REPO_ROOT / "vllm-tt-metal" / "src" / "run_vllm_api_server.py"
 
 
@@ -39,7 +42,7 @@ class ServerDied(ServerStartError):
 class ServerLaunch:
     """Everything a backend needs to start one server for one run."""
 
-    spec: dict
+    spec: ModelSpec
     spec_json_path: Path
     run_dir: Path
     service_port: int
@@ -72,22 +75,21 @@ class ServerLaunch:
 
     @property
     def model_name(self) -> str:
-        return str(self.spec.get("model_name") or self.spec.get("model_id") or "model")
+        return self.spec.model_name
 
     @property
     def served_model_name(self) -> str:
         return served_model_name(self.spec)
 
     @property
-    def device_type(self) -> str:
-        return str(self.spec.get("device_type") or self.spec.get("device") or "cpu").lower()
+    def device_type(self) -> DeviceType:
+        return self.spec.device_type
 
 
-def served_model_name(spec: dict) -> str:
+def served_model_name(spec: ModelSpec) -> str:
     """Same precedence as the launcher: served_model_name > hf_model_repo > model_name."""
-    vllm_args = spec.get("vllm_args") or (spec.get("device_model_spec") or {}).get("vllm_args") or {}
-    return str(spec.get("served_model_name") or vllm_args.get("served_model_name")
-               or spec.get("hf_model_repo") or spec.get("model_name"))
+    return str(spec.served_model_name or spec.device_model_spec.vllm_args.get("served_model_name")
+               or spec.hf_model_repo or spec.model_name)
 
 
 def connect_host(bind_host: str) -> str:
@@ -172,7 +174,7 @@ class ServerHandle(ABC):
 
 def reach_lines(base_url: str, served: str, bearer: str | None) -> list[str]:
     """The stable part of the ``--workflow server`` message (parsed by tests and users' scripts)."""
-    auth_header = f' -H "Authorization: Bearer {bearer}"' if bearer else ""
+    auth_header = "".join(f' -H "{name}: {value}"' for name, value in bearer_headers(bearer).items())
     return [
         f"Server URL: {base_url}",
         f"Served model: {served}",

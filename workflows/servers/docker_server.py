@@ -22,6 +22,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contracts import REPO_ROOT
+from contracts.model_spec import DeviceType
+from workflows.auth import SECRET_ENV_NAMES
+from workflows.servers.media_launch import apply_media_docker_plan, is_media
 from workflows.servers.base import (
     ServerHandle,
     ServerLaunch,
@@ -39,8 +43,6 @@ CONTAINER_SPEC_DIR = f"{CONTAINER_HOME}/model_spec"
 CONTAINER_APP_SRC = f"{CONTAINER_HOME}/app/src"
 LABEL = "org.tenstorrent.tt-inference-server"
 ENV_FILE_NAME = ".server.env"
-SECRET_KEYS = ("VLLM_API_KEY", "HF_TOKEN", "JWT_SECRET", "API_KEY", "HUGGING_FACE_HUB_TOKEN")
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -99,8 +101,8 @@ def plan_docker_run(launch: ServerLaunch) -> DockerRunPlan:
     from workflows.host_setup import cache_root
 
     spec = launch.spec
-    options = dict(spec.get("docker_options") or {})
-    image = launch.docker_image or spec.get("docker_image")
+    options = dict(spec.docker_options)
+    image = launch.docker_image or spec.docker_image
     if not image:
         raise ServerStartError(f"model spec {launch.model_name} has no docker_image (use --override-docker-image)")
     model = launch.model_name
@@ -121,29 +123,32 @@ def plan_docker_run(launch: ServerLaunch) -> DockerRunPlan:
 
     devices: list[str] = []
     device = launch.device_type
-    if device not in ("cpu", "gpu"):  # Tenstorrent
+    if device.is_tenstorrent:
         if launch.device_ids:
             devices = [f"/dev/tenstorrent/{i}:/dev/tenstorrent/{i}" for i in launch.device_ids]
         else:
             devices = ["/dev/tenstorrent:/dev/tenstorrent"]
         if Path("/dev/hugepages-1G").exists():
             mounts.append(("/dev/hugepages-1G", "/dev/hugepages-1G", False))
-        env["TT_CACHE_PATH"] = f"{CONTAINER_CACHE_ROOT}/tt_metal_cache/cache_{model}/{device.upper()}"
-    env.update({k: str(v) for k, v in launch.extra_env.items() if k not in SECRET_KEYS})
+        env["TT_CACHE_PATH"] = f"{CONTAINER_CACHE_ROOT}/tt_metal_cache/cache_{model}/{device.value.upper()}"
+    env.update({k: str(v) for k, v in launch.extra_env.items() if k not in SECRET_ENV_NAMES})
 
     secret_env = {k: str(v) for k, v in launch.secret_env.items() if v}
-    secret_env.update({k: str(v) for k, v in launch.extra_env.items() if k in SECRET_KEYS and v})
+    secret_env.update({k: str(v) for k, v in launch.extra_env.items() if k in SECRET_ENV_NAMES and v})
     if launch.api_key:
         secret_env["VLLM_API_KEY"] = launch.api_key
+    container_port = launch.service_port
+    if is_media(spec):
+        container_port = apply_media_docker_plan(spec, launch.api_key, env, secret_env, mounts)
     ulimits = {name: (int(v[0]), int(v[1])) if isinstance(v, (list, tuple)) else (int(v), int(v))
                for name, v in (options.get("ulimits") or {}).items()}
     return DockerRunPlan(
         image=image, name=container_name(launch), env=env, secret_env=secret_env,
         env_file=launch.run_dir / ENV_FILE_NAME, bind_host=launch.bind_host, host_port=launch.service_port,
-        container_port=launch.service_port, mounts=mounts,
-        shm_size=str(launch.shm_size or spec.get("shm_size") or options.get("shm_size")
-                     or ("4g" if device == "cpu" else "16G")),
-        devices=devices, gpus=(device == "gpu"), ulimits=ulimits, privileged=bool(options.get("privileged")),
+        container_port=container_port, mounts=mounts,
+        shm_size=str(launch.shm_size or options.get("shm_size")
+                     or ("4g" if device is DeviceType.CPU else "16G")),
+        devices=devices, gpus=(device is DeviceType.GPU), ulimits=ulimits, privileged=bool(options.get("privileged")),
         cap_add=list(options.get("cap_add") or []), command=options.get("command"),
         labels={LABEL: "1", f"{LABEL}.run-dir": str(launch.run_dir), f"{LABEL}.model": model},
     )

@@ -6,8 +6,8 @@ like the servers we launch. Attaching checks once that the URL answers and serve
 
 from __future__ import annotations
 
-from workflows.readiness import check_served_model
 from workflows.servers.base import ServerHandle, reach_lines
+from workflows.servers.probe import check_served_model
 
 
 class ExternalServerHandle(ServerHandle):
@@ -42,6 +42,7 @@ def normalize_url(url: str, port: int | None = None) -> str:
         url = url[:-3]
     scheme, _, rest = url.partition("://")
     hostport, _, path = rest.partition("/")
+    hostport = hostport.rstrip(":")
     has_port = hostport.rsplit(":", 1)[-1].isdigit() and not hostport.endswith("]")
     if port and not has_port:
         hostport = f"{hostport}:{port}"

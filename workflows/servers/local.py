@@ -16,6 +16,10 @@ import sys
 import time
 from pathlib import Path
 
+from contracts import REPO_ROOT
+from contracts.model_spec import DeviceType
+from workflows.auth import CLIENT_AUTH_NAMES
+from workflows.processes import die_with_parent
 from workflows.servers.base import (
     LAUNCHER_PATH,
     ServerHandle,
@@ -25,9 +29,10 @@ from workflows.servers.base import (
     connect_host,
     reach_lines,
 )
+from workflows.servers.media_launch import is_media, media_server_env
 
 # Env vars never inherited by the server from the orchestrator (the key is passed explicitly).
-_SCRUB = ("VLLM_API_KEY", "API_KEY", "OPENAI_API_KEY", "JWT_SECRET", "AUTHORIZATION", "NO_AUTH")
+_SCRUB = (*CLIENT_AUTH_NAMES, "NO_AUTH")
 # vLLM must not phone home, and must not try the HF hub for a local directory.
 _OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
                 "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1"}
@@ -43,15 +48,15 @@ def resolve_engine_python(launch: ServerLaunch) -> Path:
     override = launch.extra_env.get("TT_ENGINE_PYTHON") or os.environ.get("TT_ENGINE_PYTHON")
     if override:
         return Path(override)
-    if launch.device_type == "cpu":
+    if launch.device_type is DeviceType.CPU:
         from workflows.venvs import ensure_venv
 
-        return Path(ensure_venv("engine-vllm-cpu").python)
+        return Path(ensure_venv("media-server" if is_media(launch.spec) else "engine-vllm-cpu").python)
     env_dir = launch.extra_env.get("PYTHON_ENV_DIR") or os.environ.get("PYTHON_ENV_DIR")
     if env_dir:
         return Path(env_dir) / "bin" / "python"
     raise ServerStartError(
-        f"--local-server on {launch.device_type} needs the tt-metal python venv: set PYTHON_ENV_DIR "
+        f"--local-server on {launch.device_type.value} needs the tt-metal python venv: set PYTHON_ENV_DIR "
         f"(and TT_METAL_HOME) or use --docker-server")
 
 
@@ -165,17 +170,19 @@ class LocalServerHandle(ServerHandle):
         ])
 
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM us when run.py dies, even by SIGKILL (Linux prctl)."""
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: teardown still stops the group on every catchable exit
+def _server_process(launch: ServerLaunch, python: Path) -> tuple[list[str], dict[str, str], str]:
+    """(argv, env, cwd): the vLLM launcher, or for engine media the media server the seed's way
+    (``uvicorn main:app --lifespan on`` from tt-media-server/) with its settings as env vars."""
+    env = build_env(launch)
+    if not is_media(launch.spec):
+        return [str(python), "-u", str(LAUNCHER_PATH)], env, str(launch.run_dir)
+    env.pop("VLLM_API_KEY", None)
+    plain, secrets = media_server_env(launch.spec, launch.api_key)
+    env.update(plain)
+    env.update(secrets)
+    argv = [str(python), "-u", "-m", "uvicorn", "main:app", "--lifespan", "on",
+            "--host", launch.bind_host, "--port", str(launch.service_port)]
+    return argv, env, str(REPO_ROOT / "tt-media-server")
 
 
 def start_local(launch: ServerLaunch) -> LocalServerHandle:
@@ -187,13 +194,14 @@ def start_local(launch: ServerLaunch) -> LocalServerHandle:
     if not python.exists():
         raise ServerStartError(f"engine python {python} does not exist")
     launch.server_log_path.parent.mkdir(parents=True, exist_ok=True)
+    argv, env, cwd = _server_process(launch, python)
     log = open(launch.server_log_path, "ab", buffering=0)
     try:
         proc = subprocess.Popen(
-            [str(python), "-u", str(LAUNCHER_PATH)],
+            argv,
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            env=build_env(launch), cwd=str(launch.run_dir), start_new_session=True, close_fds=True,
-            preexec_fn=None if launch.outlive_orchestrator else _die_with_parent,
+            env=env, cwd=cwd, start_new_session=True, close_fds=True,
+            preexec_fn=None if launch.outlive_orchestrator else die_with_parent(signal.SIGTERM),
         )
     except OSError as exc:
         raise ServerStartError(f"cannot start {python}: {exc.strerror}") from None

@@ -10,6 +10,7 @@ normal read-only weights mount.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -23,6 +24,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from contracts import REPO_ROOT
+from contracts.model_spec import DeviceType, ModelSpec
 from workflows.servers import ServerDied, ServerStartError, start_server
 from workflows.servers.docker_server import (
     CONTAINER_WEIGHTS_ROOT,
@@ -33,7 +36,6 @@ from workflows.servers.docker_server import (
     plan_docker_run,
 )
 
-REPO = Path(__file__).resolve().parents[3]
 REQUIRE_DOCKER = os.environ.get("REQUIRE_DOCKER") == "1"
 IMAGE = "ghcr.io/tenstorrent/tt-inference-server/vllm-cpu-release-ubuntu-22.04-amd64:0.0.0-test"
 
@@ -46,13 +48,11 @@ def _load(path: Path, name: str):
 
 
 test_local = _load(Path(__file__).with_name("test_local.py"), "test_local_helpers")
-free_port, make_launch, cpu_spec = test_local.free_port, test_local.make_launch, test_local.cpu_spec
+make_launch, cpu_spec = test_local.make_launch, test_local.cpu_spec
 
 
-def spec_for(device="cpu", **extra) -> dict:
-    spec = dict(test_local.FALLBACK_SPEC, device_type=device, docker_image=IMAGE)
-    spec.update(extra)
-    return spec
+def spec_for(device="cpu", **extra) -> ModelSpec:
+    return dataclasses.replace(cpu_spec(), device_type=DeviceType(device), docker_image=IMAGE, **extra)
 
 
 # ------------------------------------------------------------------------------ plan / argv (no engine)
@@ -152,7 +152,7 @@ def docker_client():
 def test_image(docker_client):
     from workflows.venvs import ensure_venv
 
-    builder = _load(REPO / "scripts" / "ci" / "build_test_image.py", "build_test_image")
+    builder = _load(REPO_ROOT / "scripts" / "ci" / "build_test_image.py", "build_test_image")
     venv = Path(ensure_venv("engine-vllm-cpu").path)
     builder.build_image(docker_client, IMAGE, venv)
     yield builder.runtime_mounts(venv)
@@ -167,7 +167,7 @@ def assert_no_container(client, name):
 def real_container(docker_client, test_image, tmp_path_factory):
     from workflows.host_setup import prepare_host
 
-    spec = dict(cpu_spec(), docker_image=IMAGE)
+    spec = dataclasses.replace(cpu_spec(), docker_image=IMAGE)
     host = prepare_host(spec)
     key = "dk-" + secrets.token_urlsafe(24)
     launch = make_launch(tmp_path_factory.mktemp("docker_run"), spec, api_key=key, weights_dir=host.weights_dir,
@@ -176,7 +176,7 @@ def real_container(docker_client, test_image, tmp_path_factory):
     try:
         from workflows.readiness import wait_until_ready
 
-        wait_until_ready(handle, bearer=key, timeout_s=float(spec.get("readiness_timeout_s") or 600))
+        wait_until_ready(handle, bearer=key, timeout_s=spec.readiness_timeout_s)
         yield handle, key, launch
     finally:
         handle.stop(timeout=20)

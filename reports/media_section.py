@@ -1,0 +1,80 @@
+"""The media section of the report: media benchmark points read back and judged per tier.
+
+Why separate from the LLM rows: a media point has no ISL/OSL/TTFT; its figures are named
+metrics (images_per_s, s_per_step, rtf, items_per_s, latency_p50_ms) and so are its targets.
+Points are read through their own record (``media_clients.records.MediaPoint``) and judged by
+``acceptance.check_metric_tier`` with the model status's required tiers, exactly as LLM points.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from contracts.typed_record import RecordError
+from media_clients.kinds import MEDIA_KINDS
+from media_clients.records import MediaPoint
+from reports import acceptance
+from reports.schema import TIERS, MediaRow
+
+POINT_GLOB = "media_point_*.json"
+
+
+def media_key(kind: str, max_concurrency: int) -> str:
+    return f"{kind}_con-{max_concurrency}"
+
+
+def is_media_reference(ref: dict[str, Any]) -> bool:
+    """A perf-reference entry for a media kind (the LLM target rows skip these)."""
+    return str(ref.get("task_type", "")) in MEDIA_KINDS
+
+
+def _media_refs(spec: dict) -> list[dict]:
+    dms = spec.get("device_model_spec") if isinstance(spec.get("device_model_spec"), dict) else {}
+    return [r for r in (dms.get("perf_reference") or []) if isinstance(r, dict) and is_media_reference(r)]
+
+
+def _tier_targets(ref: dict | None, tier: str) -> dict[str, Any]:
+    tiers = (ref or {}).get("targets") if isinstance((ref or {}).get("targets"), dict) else {}
+    target = tiers.get(tier) if isinstance(tiers.get(tier), dict) else {}
+    metrics = target.get("metrics")
+    return dict(metrics) if isinstance(metrics, dict) else {}
+
+
+def _row(run_dir: Path, path: Path, point: MediaPoint) -> MediaRow:
+    return MediaRow(key=media_key(point.kind, point.max_concurrency), kind=point.kind,
+                    max_concurrency=point.max_concurrency, ran=True, num_requests=point.num_requests,
+                    completed=point.completed, failed=point.failed, error_rate=point.error_rate,
+                    failures_by_class=dict(point.failures_by_class), latency_p50_ms=point.latency_p50_ms,
+                    latency_p95_ms=point.latency_p95_ms, latency_p99_ms=point.latency_p99_ms,
+                    figures=dict(point.figures), params=dict(point.params), source=point.source,
+                    record_file=path.relative_to(run_dir).as_posix())
+
+
+def read_media(run_dir: Path, spec: dict, problems: list[str], max_error_rate: float) -> list[MediaRow]:
+    """Every media point of the run plus a not-run row per perf-reference entry without a point."""
+    required = acceptance.required_tiers(spec.get("status"))
+    rows: dict[str, MediaRow] = {}
+    for path in sorted((run_dir / "benchmarks").glob(POINT_GLOB)):
+        try:
+            point = MediaPoint.read(path)
+        except (RecordError, OSError, ValueError, TypeError) as exc:
+            problems.append(f"{path.relative_to(run_dir).as_posix()}: {exc}")
+            continue
+        row = _row(run_dir, path, point)
+        rows[row.key] = row
+    for ref in _media_refs(spec):
+        try:
+            key = media_key(str(ref["task_type"]), int(ref["max_concurrency"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        row = rows.get(key) or MediaRow(key=key, kind=str(ref["task_type"]),
+                                        max_concurrency=int(ref["max_concurrency"]), ran=False,
+                                        source="perf_reference")
+        rows[key] = row
+        for tier in TIERS:
+            targets = _tier_targets(ref, tier)
+            if targets:
+                row.tiers.append(acceptance.check_metric_tier(
+                    tier, tier in required, targets, row.figures if row.ran else None, row.error_rate,
+                    max_error_rate))
+    return sorted(rows.values(), key=lambda r: (r.kind, r.max_concurrency))

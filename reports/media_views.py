@@ -1,0 +1,73 @@
+"""Media points as tables, one per model kind, for every renderer (markdown, HTML, console, CSV).
+
+Each kind shows its own headline figures (images/s and s/step; real-time factor; items/s) beside
+the shared request counts, latency percentiles and the judged tiers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reports import views
+from reports.schema import MediaRow, ReportRecord
+
+KIND_TITLES = {"image": "Image generation", "speech": "Speech transcription", "cnn": "Image classification (CNN)",
+               "embedding": "Embeddings"}
+#: Per kind: (column header, figure name, decimals).
+KIND_FIGURES: dict[str, list[tuple[str, str, int]]] = {
+    "image": [("images/s", "images_per_s", 3), ("s/step", "s_per_step", 3)],
+    "speech": [("RTF", "rtf", 3), ("audio s/s", "audio_s_per_s", 2)],
+    "cnn": [("items/s", "items_per_s", 2)],
+    "embedding": [("items/s", "items_per_s", 2)],
+}
+
+
+@dataclass(frozen=True)
+class MediaTable:
+    kind: str
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+
+
+def tier_text(row: MediaRow) -> str:
+    """'functional PASS (required); complete FAIL' or 'n/a' (no targets)."""
+    if not row.tiers:
+        return "no targets"
+    if not row.ran:
+        return "NOT RUN (" + ", ".join(t.tier for t in row.tiers if t.required) + " required)"
+    return "; ".join(f"{t.tier} {views.check(t.passed)}{' (required)' if t.required else ''}" for t in row.tiers)
+
+
+def _requests(row: MediaRow) -> str:
+    if not row.ran:
+        return "NOT RUN"
+    failed = f", {row.failed} failed" if row.failed else ""
+    return f"{row.completed}/{row.num_requests}{failed}"
+
+
+def media_tables(record: ReportRecord) -> list[MediaTable]:
+    tables = []
+    for kind in sorted({r.kind for r in record.media}):
+        figures = KIND_FIGURES.get(kind, [])
+        headers = ["Point", "Concurrency", "Completed", *[h for h, _, _ in figures],
+                   "p50 ms", "p95 ms", "p99 ms", "Tiers", "Record"]
+        rows = []
+        for r in (r for r in record.media if r.kind == kind):
+            rows.append([r.key, str(r.max_concurrency), _requests(r),
+                         *[views.num(r.figures.get(name), digits) for _, name, digits in figures],
+                         views.num(r.latency_p50_ms), views.num(r.latency_p95_ms), views.num(r.latency_p99_ms),
+                         tier_text(r), r.record_file or ""])
+        tables.append(MediaTable(kind, KIND_TITLES.get(kind, kind), headers, rows))
+    return tables
+
+
+def target_lines(record: ReportRecord) -> list[str]:
+    """One line per judged tier: the targets and the measured ratios."""
+    out = []
+    for r in record.media:
+        for t in r.tiers:
+            parts = [f"{m} target {v:g}" + (f" (measured/target {t.ratios[m]:.2f})" if m in t.ratios else "")
+                     for m, v in t.targets.items()]
+            out.append(f"{r.key} {t.tier}{' (required)' if t.required else ''}: {views.check(t.passed)}; "
+                       + "; ".join(parts))
+    return out

@@ -1,0 +1,160 @@
+"""Detail tables of the tests and stress_tests sections, built from their typed records.
+
+Why tables and not new report fields per number: the tests and stress records have their own
+schemas (``server_tests.record``, ``stress_tests.record``); the report carries what a reader needs
+from them as titled tables of text cells whose column legend comes from those records' field
+descriptions, so every renderer (markdown, HTML, console, CSV) prints them the same generic way
+and the report stays rebuildable from the records alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from contracts.typed_record import RecordError, TypedRecord, described
+
+
+@dataclass
+class SectionTable(TypedRecord):
+    """One titled table of a section."""
+
+    kind: str = described("cases, load_points, drift or capacity (CSV rows are named after it).")
+    title: str = described("What the table shows (with the headline answer, when there is one).")
+    headers: list = described("Column names.", factory=list)
+    rows: list = described("Rows of text cells, one per header.", factory=list)
+    legend: dict = described("Column name -> what it means, from the record's field descriptions.",
+                             factory=dict)
+    record_file: str | None = described("The record the table was built from, relative to the run.", None)
+
+
+def _n(value, nd: int = 0) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return f"{value:.{nd}f}" if isinstance(value, float) else str(value)
+
+
+def _pf(passed) -> str:
+    return "PASS" if passed is True else "FAIL" if passed is False else "n/a"
+
+
+def conformance_tables(run_dir: Path) -> list[SectionTable]:
+    from server_tests.record import CaseResult, TestsRecord
+
+    path = Path(run_dir) / "tests" / "tests_record.json"
+    if not path.is_file():
+        return []
+    try:
+        rec = TestsRecord.read(path)
+    except RecordError:
+        return []  # the generic section item already names the unreadable record
+    order = {"failed": 0, "error": 1, "skipped": 2, "passed": 3}
+    cases = sorted(rec.cases, key=lambda c: (order.get(c.outcome, 9), c.name))
+    legend = CaseResult.legend()
+    return [SectionTable(
+        kind="cases", title=f"API conformance against {rec.server_url or 'the server'}: {rec.detail}",
+        headers=["Case", "Outcome", "Duration (s)", "Markers", "Message"],
+        rows=[[c.name, c.outcome.upper(), _n(c.duration_s, 2), " ".join(c.markers), c.message or ""] for c in cases],
+        legend={"Case": legend["name"], "Outcome": legend["outcome"], "Duration (s)": legend["duration_s"],
+                "Markers": legend["markers"], "Message": legend["message"]},
+        record_file="tests/tests_record.json")]
+
+
+def _stress_points(rec) -> list[SectionTable]:
+    from stress_tests.record import Distribution, StressPointRecord
+
+    if not rec.points:
+        return []
+    lp, ld = StressPointRecord.legend(), Distribution.legend()
+    rows = []
+    for p in rec.points:
+        t, o, e = p.ttft_ms, p.tpot_ms, p.e2el_ms
+        size = f"{p.isl}/{p.osl}" + (f" (asked {p.requested_isl}/{p.requested_osl})" if p.requested_isl else "")
+        rows.append([p.name, p.mode, size, _n(p.concurrency), _n(p.sent), _n(p.completed), _n(p.failed),
+                     f"{p.error_rate:.1%}", *(_n(getattr(t, k, None)) for k in ("p05", "p25", "p50", "p95", "p99")),
+                     _n(getattr(o, "p50", None), 1), _n(getattr(o, "p99", None), 1), _n(getattr(e, "p50", None)),
+                     _n(getattr(e, "p99", None)), p.stopped_reason or "", _pf(p.passed)])
+    headers = ["Point", "Mode", "ISL/OSL", "Con", "Sent", "OK", "Failed", "Error rate", "TTFT p05", "TTFT p25",
+               "TTFT p50", "TTFT p95", "TTFT p99", "TPOT p50", "TPOT p99", "E2EL p50", "E2EL p99",
+               "Stopped early", "Result"]
+    legend = {"ISL/OSL": lp["isl"] + " / " + lp["osl"], "Con": lp["concurrency"], "Sent": lp["sent"],
+              "OK": lp["completed"], "Failed": lp["failed"], "Error rate": lp["error_rate"],
+              "TTFT pNN": lp["ttft_ms"] + ", percentile in ms", "TPOT pNN": lp["tpot_ms"] + ", percentile in ms",
+              "E2EL pNN": lp["e2el_ms"] + ", percentile in ms", "Stopped early": lp["stopped_reason"],
+              "p05..p99": ld["p05"].replace("5th percentile", "5th to 99th percentile")}
+    tables = [SectionTable(kind="load_points", title=f"Load points: {rec.detail}", headers=headers, rows=rows, legend=legend,
+                           record_file="stress_tests/stress_record.json")]
+    timed = [p for p in rec.points if p.drift is not None]
+    if timed:
+        from stress_tests.record import Drift
+        dl = Drift.legend()
+        tables.append(SectionTable(
+            kind="drift", title="Endurance: latency and server memory drift",
+            headers=["Point", "Duration (s)", "E2EL first (ms)", "E2EL last (ms)", "Latency drift %",
+                     "Memory source", "Memory first (MB)", "Memory last (MB)", "Memory growth %", "Memory slope MB/h"],
+            rows=[[p.name, _n(p.duration_s, 1), _n(p.drift.latency_first_ms), _n(p.drift.latency_last_ms),
+                   _n(p.drift.latency_drift_pct, 1), p.drift.memory_source, _n(p.drift.memory_first_mb, 1),
+                   _n(p.drift.memory_last_mb, 1), _n(p.drift.memory_growth_pct, 2),
+                   _n(p.drift.memory_slope_mb_per_h, 1)] for p in timed],
+            legend={"Latency drift %": dl["latency_drift_pct"], "Memory source": dl["memory_source"],
+                    "Memory growth %": dl["memory_growth_pct"], "Memory slope MB/h": dl["memory_slope_mb_per_h"]},
+            record_file="stress_tests/stress_record.json"))
+    return tables
+
+
+def _capacity(rec) -> SectionTable:
+    from stress_tests.record import CapacityLevel, CapacityRecord
+
+    keys = [s.split(":")[0] for s in rec.slos]
+    lc, lr = CapacityLevel.legend(), CapacityRecord.legend()
+    unit = "Concurrency" if rec.metric == "concurrency" else "Rate (req/s)"
+    rows = [[f"{lv.level:g}", "yes" if lv.holds else "no", f"{lv.goodput:.1%}",
+             f"{lv.goodput_ci_low:.0%}..{lv.goodput_ci_high:.0%}",
+             *(_n(lv.slo_values_ms.get(k)) for k in keys), _n(lv.sent), _n(lv.failed), _n(lv.repeats),
+             _n(lv.duration_s, 1), lv.reason] for lv in rec.levels]
+    target = "" if rec.target is None else f"; target {rec.target:g} ({'met' if rec.target_met else 'MISSED'})"
+    cap = "n/a" if rec.capacity is None else f"{rec.capacity:g}"
+    return SectionTable(
+        kind="capacity", title=(f"SLO capacity: {cap} ({rec.metric}) under {', '.join(rec.slos) or 'no SLOs'}, goodput >= "
+               f"{rec.goodput_goal:.0%}, isl {rec.isl} osl {rec.osl}{target}; {rec.stop_reason}; "
+               f"search took {rec.search_wall_s:.0f} s"),
+        headers=[unit, "Holds", "Goodput", "Goodput 95% CI", *[f"{k} (ms)" for k in keys], "Sent", "Failed",
+                 "Repeats", "Duration (s)", "Reason"],
+        rows=rows,
+        legend={unit: lc["level"], "Holds": lc["holds"], "Goodput": lc["goodput"],
+                "Goodput 95% CI": "95% Wilson interval of the goodput", "Repeats": lc["repeats"],
+                "SLO source": rec.slo_source or "n/a", "Capacity": lr["capacity"]},
+        record_file="stress_tests/capacity_record.json")
+
+
+def stress_tables(run_dir: Path) -> list[SectionTable]:
+    from stress_tests.record import CapacityRecord, StressRecord
+
+    out: list[SectionTable] = []
+    base = Path(run_dir) / "stress_tests"
+    try:
+        if (base / "stress_record.json").is_file():
+            out += _stress_points(StressRecord.read(base / "stress_record.json"))
+        if (base / "capacity_record.json").is_file():
+            out.append(_capacity(CapacityRecord.read(base / "capacity_record.json")))
+    except RecordError:
+        pass  # the generic section item already names the unreadable record
+    return out
+
+
+def markdown_lines(tables: list[SectionTable], table) -> list[str]:
+    """Markdown for ``tables``; ``table(headers, rows)`` is the report's own table writer."""
+    out: list[str] = []
+    for t in tables:
+        out += [f"**{t.title}**", "", table(t.headers, t.rows), ""]
+        if t.legend:
+            out += ["Columns: " + "; ".join(f"*{k}*: {v}" for k, v in t.legend.items()), ""]
+    return out
+
+
+def csv_rows(section: str, tables: list[SectionTable]) -> list[dict]:
+    """One CSV row per table row: item = first cell, detail = the other cells named by header."""
+    return [{"section": f"{section}:{t.kind}", "item": row[0] if row else "",
+             "detail": "; ".join(f"{h}={c}" for h, c in zip(t.headers[1:], row[1:]))}
+            for t in tables for row in t.rows]

@@ -1,0 +1,37 @@
+"""JUnit XML (pytest's --junitxml) -> CaseResult list (stdlib only)."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from server_tests.record import CaseResult
+
+
+def _first_line(text: str | None) -> str | None:
+    if not text:
+        return None
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:400] or None
+
+
+def read_cases(path: Path) -> list[CaseResult]:
+    """One CaseResult per <testcase>; the outcome comes from its failure/error/skipped child, the
+    markers from the ``markers`` property the suite's conftest attaches to every case."""
+    root = ET.parse(path).getroot()
+    out = []
+    for case in root.iter("testcase"):
+        classname, name = case.get("classname", ""), case.get("name", "")
+        module = classname.rsplit(".", 1)[-1] if "." in classname else classname
+        node = f"{module}.py::{name}" if module else name
+        outcome, message = "passed", None
+        for tag in ("failure", "error", "skipped"):
+            child = case.find(tag)
+            if child is not None:
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
+                message = _first_line(child.get("message")) or _first_line(child.text)
+                break
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        markers = [m for m in (props.get("markers") or "").split(",") if m]
+        out.append(CaseResult(name=node, outcome=outcome, duration_s=float(case.get("time") or 0.0),
+                              message=message, markers=markers))
+    return out

@@ -1,0 +1,195 @@
+"""Drive one stress load with the benchmark client, watching it as it runs.
+
+Unlike a benchmark point, a stress load may run for a duration instead of a request count
+(endurance), may be open-loop (a request rate, with up to ``max_in_flight`` in flight), and is
+watched while it runs: every quarter second the in-flight count feeds the over-saturation detector, every
+``window_s`` a window closes with its latency percentiles and a server memory sample. When the
+detector fires the load stops: nothing new is sent and requests still in flight are cut and
+classed ``stopped_early`` (kept apart from server errors).
+
+The HTTP client, request records, prompts and request bodies are the benchmark client's own.
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from benchmarking.client import ClientConfig, RawTransport
+from benchmarking.metrics import RequestRecord, percentile
+from benchmarking.runner import WorkItem, new_event_loop
+from stress_tests.saturation import SaturationDetector, SaturationVerdict
+
+STOPPED_EARLY = "stopped_early"
+MONITOR_TICK_S = 0.25  # how often the in-flight count is sampled and the detector asked
+
+
+@dataclass
+class Load:
+    concurrency: int                 # closed loop: this many workers; open loop: cap on in flight
+    num_prompts: int | None          # requests to send (None: until duration_s)
+    duration_s: float | None = None
+    request_rate: float = math.inf   # finite: open loop, Poisson arrivals at this rate
+    seed: int = 0
+
+
+@dataclass
+class Window:
+    """One closed window of an ongoing load (t_end is seconds since the load started)."""
+
+    t_end: float
+    completed: int
+    failed: int
+    in_flight: int
+    ttft_p50_ms: float | None
+    tpot_p50_ms: float | None
+    e2el_p50_ms: float | None
+    memory_bytes: float | None
+
+
+@dataclass
+class LoadRun:
+    records: list[RequestRecord] = field(default_factory=list)
+    duration_s: float = 0.0
+    windows: list[Window] = field(default_factory=list)
+    saturation: SaturationVerdict | None = None
+    stopped_reason: str | None = None
+    not_sent: int = 0
+
+
+def _window(records: list[RequestRecord], t0: float, lo: float, hi: float, in_flight: int,
+            memory: float | None) -> Window:
+    done = [r for r in records if r.latency is not None and lo <= r.send_time - t0 + r.latency < hi]
+    ok = [r for r in done if r.success]
+    failed = [r for r in records if not r.success and r.error_class and r.error_class != STOPPED_EARLY
+              and lo <= (r.send_time - t0) < hi]
+    ms = lambda xs: percentile([x * 1000.0 for x in xs], 50) if xs else None  # noqa: E731
+    return Window(round(hi, 3), len(ok), len(failed), in_flight, ms([r.ttft for r in ok]),
+                  ms([r.tpot for r in ok if r.tpot is not None]), ms([r.latency for r in ok]), memory)
+
+
+async def _drive(cfg: ClientConfig, pool: list[WorkItem], load: Load, tag: str, window_s: float,
+                 detector: SaturationDetector | None, memory: Callable[[], float | None] | None,
+                 deadline: float | None, should_stop: Callable[[], bool]) -> LoadRun:
+    transport = RawTransport(cfg)
+    run = LoadRun()
+    state = {"in_flight": 0, "issued": 0, "stop": False}
+    perf = time.perf_counter
+    t0 = perf()
+    end = t0 + load.duration_s if load.duration_s else None
+    total = load.num_prompts
+    rng = random.Random(load.seed)
+
+    def more() -> bool:
+        if state["stop"] or (total is not None and state["issued"] >= total):
+            return False
+        now = perf()
+        return not ((end is not None and now >= end) or (deadline is not None and now >= deadline))
+
+    async def send_one() -> None:
+        i = state["issued"]
+        state["issued"] += 1
+        item = pool[i % len(pool)]
+        rec = RequestRecord(index=i, request_id=f"tt-stress-{tag}-{i}", prompt_len=item.prompt_len,
+                            requested_output_len=item.osl)
+        run.records.append(rec)
+        state["in_flight"] += 1
+        try:
+            await transport.send(rec, item.body)
+        finally:
+            state["in_flight"] -= 1
+        if rec.success and detector is not None and rec.ttft is not None:
+            detector.add_ttft(rec.send_time - t0 + rec.ttft, rec.ttft * 1000.0)
+
+    async def closed_worker() -> None:
+        while more():
+            await send_one()
+
+    async def open_dispatcher() -> None:
+        tasks = set()
+        next_t = t0
+        while more():
+            next_t += rng.expovariate(load.request_rate)
+            delay = next_t - perf()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if not more():
+                break
+            if state["in_flight"] >= load.concurrency:
+                run.not_sent += 1  # the cap is full: an arrival the server could not take
+                continue
+            task = asyncio.ensure_future(send_one())
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks)
+
+    async def monitor(main: asyncio.Future) -> None:
+        next_window = window_s
+        while not main.done():
+            await asyncio.sleep(min(MONITOR_TICK_S, window_s))
+            now = perf() - t0
+            if should_stop() and not state["stop"]:
+                run.stopped_reason, state["stop"] = "interrupted", True
+                transport.abort_all(STOPPED_EARLY, "interrupted")
+            if detector is not None:
+                detector.add_concurrency(now, state["in_flight"])
+                verdict = detector.check(now)
+                if verdict.fired and not state["stop"]:
+                    run.saturation, run.stopped_reason, state["stop"] = verdict, verdict.reason, True
+                    transport.abort_all(STOPPED_EARLY, verdict.reason)
+            if now >= next_window:
+                mem = memory() if memory else None
+                run.windows.append(_window(run.records, t0, next_window - window_s, next_window,
+                                           state["in_flight"], mem))
+                next_window += window_s
+
+    if math.isinf(load.request_rate):
+        main = asyncio.gather(*(closed_worker() for _ in range(max(1, load.concurrency))))
+    else:
+        main = asyncio.ensure_future(open_dispatcher())
+    watcher = asyncio.ensure_future(monitor(main))
+    try:
+        if deadline is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(main), max(0.0, deadline - perf()) + 0.001)
+            except asyncio.TimeoutError:
+                state["stop"] = True
+                run.stopped_reason = run.stopped_reason or "the workflow's time budget ran out"
+                transport.abort_all(STOPPED_EARLY, "time budget ran out while in flight")
+                await main
+        else:
+            await main
+    finally:
+        run.duration_s = perf() - t0
+        watcher.cancel()
+        await transport.close()
+    if total is not None:
+        run.not_sent += max(0, total - state["issued"])
+    if run.windows or load.duration_s:  # close the last partial window of a timed load
+        last = run.windows[-1].t_end if run.windows else 0.0
+        if run.duration_s - last > 0.5:
+            run.windows.append(_window(run.records, t0, last, run.duration_s + 1e-6, 0, memory() if memory else None))
+    if detector is not None and run.saturation is None:
+        run.saturation = detector.check(run.duration_s)
+    return run
+
+
+def drive(cfg: ClientConfig, pool: list[WorkItem], load: Load, *, tag: str, window_s: float = 5.0,
+          detector: SaturationDetector | None = None, memory: Callable[[], float | None] | None = None,
+          budget_s: float | None = None, should_stop: Callable[[], bool] = lambda: False) -> LoadRun:
+    """Blocking: run ``load`` over the prompts in ``pool`` (cycled) on a fresh event loop.
+
+    ``should_stop`` is polled by the monitor (a signal handler sets what it reads): the load then
+    ends like a saturated one, its in-flight requests cut as ``stopped_early``.
+    """
+    loop = new_event_loop()
+    try:
+        deadline = time.perf_counter() + budget_s if budget_s else None
+        return loop.run_until_complete(_drive(cfg, pool, load, tag, window_s, detector, memory, deadline,
+                                              should_stop))
+    finally:
+        loop.close()

@@ -1,0 +1,153 @@
+"""Typed records of the stress_tests workflow (stdlib only): ``RUN_DIR/stress_tests/stress_record.json``
+(every load point) and ``RUN_DIR/stress_tests/capacity_record.json`` (the SLO capacity search).
+
+Both carry ``name``, ``status``, ``passed`` and ``detail``: the report lists each record as one
+item and the release verdict blocks on ``passed: false``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contracts.typed_record import TypedRecord, described
+
+PERCENTILES = (5, 25, 50, 95, 99)
+
+
+@dataclass
+class Distribution(TypedRecord):
+    """Percentiles of one latency metric over the successful requests of a point."""
+
+    count: int = described("successful requests with this metric", 0)
+    mean: float | None = described("mean", None, unit="ms")
+    p05: float | None = described("5th percentile", None, unit="ms")
+    p25: float | None = described("25th percentile", None, unit="ms")
+    p50: float | None = described("median", None, unit="ms")
+    p95: float | None = described("95th percentile", None, unit="ms")
+    p99: float | None = described("99th percentile", None, unit="ms")
+
+
+@dataclass
+class Drift(TypedRecord):
+    """How latency and server memory moved over a timed (endurance) load, window by window."""
+
+    latency_metric: str = described("the per-window latency compared (median end-to-end latency)", "e2el_p50_ms")
+    latency_first_ms: float | None = described("median e2e latency of the first window with results", None,
+                                               unit="ms")
+    latency_last_ms: float | None = described("median e2e latency of the last window with results", None,
+                                              unit="ms")
+    latency_drift_pct: float | None = described("(last - first) / first of the window medians", None, unit="%")
+    latency_slope_ms_per_h: float | None = described("least-squares slope of the window medians", None,
+                                                     unit="ms/h")
+    memory_source: str = described("process_tree (local RSS), docker, metrics (API process only) or none",
+                                   "none")
+    memory_what: str = described("what exactly was measured", "")
+    memory_first_mb: float | None = described("server memory at the first sample", None, unit="MB")
+    memory_last_mb: float | None = described("server memory at the last sample", None, unit="MB")
+    memory_peak_mb: float | None = described("highest sample", None, unit="MB")
+    memory_growth_pct: float | None = described("(last - first) / first", None, unit="%")
+    memory_slope_mb_per_h: float | None = described("least-squares slope of the samples", None, unit="MB/h")
+
+
+@dataclass
+class StressPointRecord(TypedRecord):
+    """One stress load point and its judgement."""
+
+    name: str = described("mode, lengths, concurrency and count (or duration) of the point")
+    mode: str = described("single, multiple, custom or endurance")
+    isl: int = described("input tokens per request (after the context limit)", 0)
+    osl: int = described("output tokens per request, forced with ignore_eos + min_tokens", 0)
+    concurrency: int = described("requests in flight (closed loop)", 1)
+    num_prompts: int = described("requests to send (0: until the duration ran out)", 0)
+    duration_target_s: float | None = described("endurance duration asked for", None, unit="s")
+    requested_isl: int | None = described("ISL asked for when the context limit rescaled it", None)
+    requested_osl: int | None = described("OSL asked for when the context limit rescaled it", None)
+    started: str = described("ISO 8601 UTC start", "")
+    duration_s: float = described("wall time of the load", 0.0, unit="s")
+    sent: int = described("requests sent", 0)
+    completed: int = described("requests that succeeded", 0)
+    failed: int = described("requests that failed (server or transport errors)", 0)
+    stopped_early: int = described("requests cut when the point was stopped early (not errors)", 0)
+    not_sent: int = described("requests never sent (point stopped or out of time)", 0)
+    error_rate: float = described("failed / (sent - stopped_early)", 0.0)
+    failures_by_class: dict = described("failed requests per error class", factory=dict)
+    request_throughput: float | None = described("completed requests per second", None, unit="req/s")
+    output_throughput: float | None = described("output tokens per second", None, unit="tok/s")
+    ttft_ms: Distribution | None = described("time to first token", None, record=Distribution)
+    tpot_ms: Distribution | None = described("time per output token after the first", None, record=Distribution)
+    itl_ms: Distribution | None = described("gap between streamed chunks", None, record=Distribution)
+    e2el_ms: Distribution | None = described("end-to-end latency", None, record=Distribution)
+    saturation: dict | None = described("over-saturation detector: fired, reason, slopes at the last check", None)
+    stopped_reason: str | None = described("why the point stopped before its end, if it did", None)
+    windows: list = described("per-window completed/failed/medians/memory of a timed load", factory=list)
+    drift: Drift | None = described("latency and memory drift over a timed load", None, record=Drift)
+    checks: dict = described("each judged check -> {value, limit, passed}", factory=dict)
+    status: str = described("passed or failed", "failed")
+    passed: bool = described("every check passed", False)
+    detail: str = described("one-line summary, or what failed", "")
+    requests_file: str | None = described("per-request JSONL relative to the run directory", None)
+
+
+@dataclass
+class StressRecord(TypedRecord):
+    SCHEMA = "tt-stress-record/1"
+
+    name: str = described("one report item for every load point", "stress_load")
+    model_id: str = described("model spec id of the run", "")
+    server_url: str = described("base URL of the server under test", "")
+    size: str = described("smoke, ci or full", "ci")
+    run_modes: list = described("load modes run (capacity has its own record)", factory=list)
+    started: str = described("ISO 8601 UTC start", "")
+    duration_s: float = described("wall time of every point", 0.0, unit="s")
+    status: str = described("passed when every point passed", "failed")
+    passed: bool = described("every point passed", False)
+    detail: str = described("one-line summary", "")
+    points: list = described("every load point", factory=list, record_list=StressPointRecord)
+
+
+@dataclass
+class CapacityLevel(TypedRecord):
+    """One measured level of the capacity search (a point of the curve)."""
+
+    level: float = described("concurrency, or request rate (req/s)")
+    holds: bool = described("every SLO percentile within its limit and goodput >= the goal")
+    marginal: bool = described("a percentile within 5% of its limit, or goodput within one standard error of the goal", False)
+    goodput: float = described("fraction of sent requests that succeeded and met every limit", 0.0)
+    goodput_ci_low: float = described("95% Wilson interval, low end", 0.0)
+    goodput_ci_high: float = described("95% Wilson interval, high end", 1.0)
+    slo_values_ms: dict = described("each SLO key -> the measured percentile", factory=dict, unit="ms")
+    sent: int = described("requests sent at this level (pooled over repeats)", 0)
+    failed: int = described("requests that failed", 0)
+    repeats: int = described("times the level was measured (2 when it was within noise)", 1)
+    duration_s: float = described("wall time spent at this level", 0.0, unit="s")
+    reason: str = described("why it holds or not", "")
+
+
+@dataclass
+class CapacityRecord(TypedRecord):
+    SCHEMA = "tt-stress-capacity/1"
+
+    name: str = described("one report item", "slo_capacity")
+    model_id: str = described("model spec id of the run", "")
+    metric: str = described("what the search varies: concurrency or rate (req/s)", "concurrency")
+    slos: list = described("objectives, <metric>_p<pct>:<limit ms>", factory=list)
+    slo_source: str = described("where the objectives came from (workflow args or the spec's targets)", "")
+    goodput_goal: float = described("fraction of requests that must meet every limit", 0.95)
+    isl: int = described("input tokens per request", 0)
+    osl: int = described("output tokens per request", 0)
+    start: float = described("first level tried", 1)
+    ceiling: float = described("highest level the search may try", 1)
+    resolution: float = described("bracket width at which bisection stops (relative for rates)", 1)
+    capacity: float | None = described("highest level at which the SLOs held (0: not even the start)", None)
+    bracket_held: float | None = described("last level that held", None)
+    bracket_failed: float | None = described("first level that failed (null: the ceiling held)", None)
+    converged: bool = described("stopped by the resolution rule, not by noise or budget", False)
+    stop_reason: str = described("why the search stopped", "")
+    target: float | None = described("capacity the spec (or capacity_target=) expects", None)
+    target_source: str | None = described("where the target came from", None)
+    target_met: bool | None = described("capacity >= target (null: no target)", None)
+    search_wall_s: float = described("wall time of the whole search", 0.0, unit="s")
+    levels: list = described("every measured level in search order (the curve)", factory=list,
+                             record_list=CapacityLevel)
+    status: str = described("passed unless the target was missed or the search could not run", "failed")
+    passed: bool = described("same as status == passed", False)
+    detail: str = described("one-line answer", "")

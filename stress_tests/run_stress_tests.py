@@ -1,0 +1,357 @@
+"""stress_tests workflow entry: load points (single / multiple / custom / endurance) and the SLO
+capacity search, against a live server, with the benchmark client.
+
+    python stress_tests/run_stress_tests.py --run-dir RUN_DIR --model-spec-json PATH --server-url URL \
+        --workflow-args-json '{"mode": "smoke", "run_mode": "single,capacity", "slo": "ttft_p99:2000,tpot_p99:150"}'
+
+Writes RUN_DIR/stress_tests/stress_record.json (every load point), capacity_record.json (the
+search), a per-request JSONL per point, and outputs.json. Records are rewritten after every point,
+so an interrupted run keeps what it measured. Exit 0 when every record passed, 1 when one failed,
+2 on bad input. Keys: ``stress_tests/args.py``.
+
+Importing this module is stdlib-only (the orchestrator reads WORKFLOW_ARG_KEYS from it).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repo root importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from stress_tests.args import WORKFLOW_ARG_KEYS, StressArgError, StressArgs, parse_stress_args  # noqa: E402
+
+__all__ = ["WORKFLOW_ARG_KEYS", "main"]
+# The performance tier whose targets become the default SLOs: the functional tier, the bar every
+# model status must meet, so the capacity judgement never asks more than the release itself does.
+DEFAULT_SLO_TIER = "functional"
+POOL_SIZE = 32
+
+
+# Signals received: the handler only records them; the loads poll it and wind down, so the event
+# loop is never unwound by an exception from inside a callback and the records stay whole.
+_SIGNALS: list[int] = []
+
+
+def _interrupt(signum: int, _frame) -> None:
+    _SIGNALS.append(signum)
+
+
+def interrupted() -> bool:
+    return bool(_SIGNALS)
+
+
+def _log(msg: str) -> None:
+    print(f"[stress_tests] {msg}", flush=True)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class Context:
+    """The server, the client settings and the run's time budget."""
+
+    def __init__(self, run_dir: str, spec: dict, args: StressArgs, base_url: str):
+        self.run_dir = Path(run_dir)
+        self.out_dir = self.run_dir / "stress_tests"
+        self.spec, self.args = spec, args
+        self.base_url = base_url.rstrip("/")
+        self.api_key = os.environ.get("OPENAI_API_KEY") or None
+        self.model = (os.environ.get("TT_SERVED_MODEL_NAME") or spec.get("served_model_name")
+                      or spec.get("hf_model_repo") or "")
+        self.tokenizer_dir = os.environ.get("TT_TOKENIZER_DIR") or None
+        self.tokenizer = None
+        self.deadline = time.monotonic() + args.budget_s if args.budget_s else None
+        self.outputs: list[str] = []
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def out_of_time(self) -> bool:
+        """The budget ran out, or a signal asked us to stop."""
+        return interrupted() or (self.deadline is not None and time.monotonic() >= self.deadline)
+
+    def client_config(self):
+        from benchmarking.client import ClientConfig
+        return ClientConfig(base_url=self.base_url, endpoint="/v1/completions", model=self.model,
+                            api_key=self.api_key, request_timeout_s=600.0, stall_timeout_s=120.0,
+                            tokenizer=self.tokenizer)
+
+    def pool(self, isl: int, osl: int, n: int, seed: int):
+        """Distinct exact-length prompts (cycled when a load sends more) as ready request bodies."""
+        from benchmarking.prompts import random_prompts, request_body
+        from benchmarking.runner import WorkItem
+        prompts = random_prompts(self.tokenizer, isl, max(1, min(n, POOL_SIZE)), seed)
+        return [WorkItem(request_body(p.text, osl, self.model, chat=False), p.token_len or isl, osl) for p in prompts]
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.run_dir).as_posix()
+
+
+def _write_requests(ctx: Context, stem: str, records) -> str:
+    path = ctx.out_dir / f"{stem}.requests.jsonl"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
+    tmp.replace(path)
+    return ctx.rel(path)
+
+
+# ---------------------------------------------------------------------------------------- load points
+
+
+def run_points(ctx: Context, points, memory) -> "StressRecord":  # noqa: F821
+    from stress_tests.driver import Load, drive
+    from stress_tests.judge import point_record
+    from stress_tests.record import StressRecord
+    from stress_tests.saturation import SaturationDetector
+
+    record = StressRecord(model_id=str(ctx.spec.get("model_id") or ""), server_url=ctx.base_url,
+                          size=ctx.args.size, run_modes=[m for m in ctx.args.run_modes if m != "capacity"],
+                          started=_now())
+    t0 = time.monotonic()
+    for i, p in enumerate(points):
+        if ctx.out_of_time():
+            why = "interrupted" if interrupted() else "the workflow's time budget ran out"
+            _log(f"{p.name}: {why}; not run")
+            record.points.append(_not_run(p, f"{why} before this point"))
+            record.write(ctx.out_dir / "stress_record.json")
+            continue
+        note = f" (rescaled from isl={p.requested_isl} osl={p.requested_osl} to fit the context)" if p.rescaled else ""
+        _log(f"{p.name}: running{note}")
+        pool = ctx.pool(p.isl, p.osl, p.num_prompts or POOL_SIZE, seed=1000 + i)
+        detector = SaturationDetector(window_s=max(10.0, 4 * ctx.args.window_s)) if ctx.args.saturation else None
+        started = _now()
+        run = drive(ctx.client_config(), pool, Load(p.concurrency, p.num_prompts or None, p.duration_s),
+                    tag=p.name, window_s=ctx.args.window_s, detector=detector,
+                    memory=memory.read if p.duration_s else None, budget_s=ctx.remaining(),
+                    should_stop=interrupted)
+        rec = point_record(p.name, p.mode, p, run, ctx.args, started, memory.kind, memory.what)
+        rec.requests_file = _write_requests(ctx, p.name, run.records)
+        ctx.outputs.append(rec.requests_file)
+        record.points.append(rec)
+        _log(f"{p.name}: {rec.status}: {rec.detail}")
+        _finish_stress(record, time.monotonic() - t0)
+        record.write(ctx.out_dir / "stress_record.json")
+    return record
+
+
+def _not_run(p, why: str):
+    from stress_tests.record import StressPointRecord
+    return StressPointRecord(name=p.name, mode=p.mode, isl=p.isl, osl=p.osl, concurrency=p.concurrency,
+                             num_prompts=p.num_prompts, duration_target_s=p.duration_s, status="not_run",
+                             passed=False, detail=why)
+
+
+def _finish_stress(record, duration: float) -> None:
+    record.duration_s = round(duration, 3)
+    bad = [p.name for p in record.points if not p.passed]
+    record.passed = bool(record.points) and not bad
+    record.status = "passed" if record.passed else "failed"
+    record.detail = f"{len(record.points) - len(bad)}/{len(record.points)} load points passed" + (
+        "; failing: " + ", ".join(bad[:6]) if bad else "")
+
+
+# ---------------------------------------------------------------------------------------- capacity
+
+
+def default_slos(spec: dict):
+    """SLOs from the spec's highest-concurrency perf reference at the functional tier, and its target.
+
+    Returns (slos, source, target concurrency, isl, osl) or Nones when the spec has no such target.
+    """
+    from stress_tests.args import Slo
+    refs = [r for r in (spec.get("device_model_spec") or {}).get("perf_reference") or []
+            if (r.get("task_type") or "text") == "text"]
+    tier = DEFAULT_SLO_TIER
+    for ref in sorted(refs, key=lambda r: -int(r.get("max_concurrency") or 0)):
+        t = (ref.get("targets") or {}).get(tier) or {}
+        slos = []
+        if t.get("ttft_ms"):
+            slos.append(Slo("ttft", 99, float(t["ttft_ms"])))
+        if t.get("tput_user"):
+            slos.append(Slo("tpot", 99, round(1000.0 / float(t["tput_user"]), 3)))
+        if slos:
+            src = (f"the spec's {tier} tier at isl={ref['isl']} osl={ref['osl']} con={ref['max_concurrency']} "
+                   f"(ttft_ms -> ttft_p99, 1000/tput_user -> tpot_p99)")
+            return slos, src, float(ref["max_concurrency"]), int(ref["isl"]), int(ref["osl"])
+    return None, None, None, None, None
+
+
+def run_capacity(ctx: Context) -> "CapacityRecord":  # noqa: F821
+    from stress_tests.capacity import LevelSamples, request_is_good, search_capacity
+    from stress_tests.driver import STOPPED_EARLY, Load, drive
+    from stress_tests.record import CapacityLevel, CapacityRecord
+    from stress_tests.saturation import SaturationDetector
+
+    a, spec = ctx.args, ctx.spec
+    spec_slos, spec_src, spec_target, ref_isl, ref_osl = default_slos(spec)
+    slos = a.slos or spec_slos
+    record = CapacityRecord(model_id=str(spec.get("model_id") or ""), metric=a.capacity_metric,
+                            goodput_goal=a.goodput)
+    if not slos:
+        record.status, record.passed = "failed", False
+        record.detail = record.stop_reason = "no SLOs: pass slo=... (the spec has no latency targets to use)"
+        return record
+    record.slos = [f"{s.key}:{s.limit_ms:g}" for s in slos]
+    record.slo_source = "workflow args (slo=)" if a.slos else spec_src
+    if a.capacity_target is not None:
+        record.target, record.target_source = a.capacity_target, "workflow args (capacity_target=)"
+    elif not a.slos and spec_target is not None:
+        record.target, record.target_source = spec_target, spec_src
+    record.isl = a.input_size or ref_isl or 128
+    record.osl = a.output_size or ref_osl or 32
+    spec_con = int((spec.get("device_model_spec") or {}).get("max_concurrency") or 1)
+    integer = a.capacity_metric == "concurrency"
+    if integer:
+        record.start, record.resolution = int(a.capacity_start or 1), 1
+        record.ceiling = a.capacity_max or max(spec_con * {"smoke": 1, "ci": 2, "full": 8}[a.size],
+                                               record.target or 0)
+    else:
+        record.start, record.resolution = a.capacity_start or 0.25, 0.1
+        record.ceiling = a.capacity_max or max(float(4 * spec_con), record.target or 0)
+    pool = ctx.pool(record.isl, record.osl, POOL_SIZE, seed=77)
+    per_level = {"smoke": 2, "ci": 4, "full": 8}[a.size]
+
+    def measure(level: float) -> LevelSamples:
+        if integer:
+            n = a.requests_per_level or max(4, per_level * int(level))
+            load = Load(int(level), n)
+        else:
+            n = a.requests_per_level or max(8, math.ceil(level * 10 * per_level / 2))
+            load = Load(max(4 * spec_con, 16), n, request_rate=level)
+        detector = SaturationDetector() if a.saturation else None
+        _log(f"capacity: {a.capacity_metric} {level:g}: {n} requests")
+        run = drive(ctx.client_config(), pool, load, tag=f"capacity-{level:g}", detector=detector,
+                    budget_s=ctx.remaining(), should_stop=interrupted)
+        s = LevelSamples(sent=len(run.records) + run.not_sent, duration_s=run.duration_s,
+                         stopped_reason=run.stopped_reason)
+        for r in run.records:
+            if not r.success:
+                s.failed += r.error_class != STOPPED_EARLY
+                continue
+            values = {"ttft": r.ttft * 1000, "tpot": r.tpot * 1000 if r.tpot is not None else None,
+                      "e2el": r.latency * 1000}
+            s.ttft_ms.append(values["ttft"])
+            s.e2el_ms.append(values["e2el"])
+            if values["tpot"] is not None:
+                s.tpot_ms.append(values["tpot"])
+            s.itl_ms += [g * 1000 for g in r.itls]
+            s.good += request_is_good(values, [x for x in slos if x.metric != "itl"])
+        return s
+
+    def level_record(j) -> CapacityLevel:
+        return CapacityLevel(level=j.level, holds=j.holds, marginal=j.marginal, goodput=round(j.goodput, 4),
+                             goodput_ci_low=round(j.goodput_ci[0], 4), goodput_ci_high=round(j.goodput_ci[1], 4),
+                             slo_values_ms={k: (None if v is None else round(v, 2)) for k, v in j.slo_values_ms.items()},
+                             sent=j.sent, failed=j.failed, repeats=j.repeats, duration_s=round(j.duration_s, 2),
+                             reason=j.reason)
+
+    def on_level(j) -> None:
+        """Log the level and rewrite the record with the curve so far: an interrupted search keeps it."""
+        _log(f"capacity: {a.capacity_metric} {j.level:g}: {j.reason}")
+        record.levels.append(level_record(j))
+        record.search_wall_s = round(time.monotonic() - t0, 2)
+        record.detail = f"interrupted after {len(record.levels)} level(s); the curve so far is in levels"
+        record.write(ctx.out_dir / "capacity_record.json")
+
+    t0 = time.monotonic()
+    result = search_capacity(measure, slos, goal=a.goodput, start=record.start, ceiling=record.ceiling,
+                             integer=integer, resolution=record.resolution, out_of_time=ctx.out_of_time,
+                             on_level=on_level)
+    record.search_wall_s = round(time.monotonic() - t0, 2)
+    record.levels = [level_record(j) for j in result.levels]
+    record.capacity = result.capacity
+    record.bracket_held, record.bracket_failed = result.bracket
+    record.converged, record.stop_reason = result.converged, result.stop_reason
+    unit = "" if integer else " req/s"
+    answer = (f"capacity {result.capacity:g}{unit} ({a.capacity_metric}) under {', '.join(record.slos)} "
+              f"with goodput >= {a.goodput:.0%}; {result.stop_reason}; {len(result.levels)} levels in "
+              f"{record.search_wall_s:.0f} s")
+    if interrupted():
+        record.stop_reason = "interrupted; " + record.stop_reason
+    ran = bool(result.levels) and not interrupted() and "budget ran out" not in result.stop_reason
+    if record.target is not None and result.bracket[1] is None and record.ceiling < record.target:
+        answer += f"; target {record.target:g} not judged: the ceiling {record.ceiling:g} is below it"
+    elif record.target is not None:
+        record.target_met = result.capacity >= record.target
+        answer += f"; target {record.target:g}: {'met' if record.target_met else 'MISSED'}"
+    record.passed = ran and record.target_met is not False
+    record.status = "passed" if record.passed else "failed"
+    record.detail = answer if ran else ("interrupted: " if interrupted() else "search did not finish: ") + answer
+    return record
+
+
+# ---------------------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="tt-inference-server stress_tests workflow")
+    ap.add_argument("--run-dir", required=True)
+    ap.add_argument("--model-spec-json", required=True)
+    ap.add_argument("--server-url", required=True)
+    ap.add_argument("--workflow-args-json", default="{}")
+    ap.add_argument("--disable-trace-capture", action="store_true")  # warm-up is the orchestrator's
+    a = ap.parse_args(argv)
+    try:
+        spec = json.loads(Path(a.model_spec_json).read_text())
+        raw = json.loads(a.workflow_args_json or "{}")
+        if not isinstance(raw, dict):
+            raise StressArgError("--workflow-args-json must be a JSON object")
+        args = parse_stress_args(raw)
+        if not a.server_url:
+            raise StressArgError("--server-url is empty: stress tests need a live server")
+        from stress_tests.plan import expand
+        points = expand(args, spec)
+    except (OSError, ValueError) as exc:
+        print(f"ERROR: {exc}", file=sys.stderr, flush=True)
+        return 2
+    ctx = Context(a.run_dir, spec, args, a.server_url)
+    ctx.out_dir.mkdir(parents=True, exist_ok=True)
+    from benchmarking.prompts import load_tokenizer
+    from stress_tests.memory import pick_source
+    try:
+        ctx.tokenizer, note = load_tokenizer(ctx.tokenizer_dir, ctx.base_url, ctx.model, ctx.api_key)
+    except Exception as exc:  # noqa: BLE001 - a bad tokenizer dir is bad input
+        print(f"ERROR: cannot load tokenizer from TT_TOKENIZER_DIR={ctx.tokenizer_dir}: {exc}", file=sys.stderr)
+        return 2
+    if note:
+        _log(f"NOTE: {note}; prompt lengths are unverified")
+    if args.ignored_keys:
+        _log(f"ignoring workflow args of other workflows: {', '.join(args.ignored_keys)}")
+    memory = pick_source(a.run_dir, ctx.base_url, ctx.api_key, args.server_container)
+    _log(f"model {ctx.model} at {ctx.base_url}; size {args.size}; modes {','.join(args.run_modes)}; "
+         f"{len(points)} load point(s); memory from {memory.kind}; budget "
+         f"{'none' if args.budget_s is None else f'{args.budget_s:.0f} s'}")
+    passed = True
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _interrupt)
+    try:
+        if points:
+            stress = run_points(ctx, points, memory)
+            ctx.outputs.append("stress_tests/stress_record.json")
+            passed &= stress.passed
+        if "capacity" in args.run_modes and not interrupted():
+            cap = run_capacity(ctx)
+            cap.write(ctx.out_dir / "capacity_record.json")
+            ctx.outputs.append("stress_tests/capacity_record.json")
+            _log(f"capacity: {cap.status}: {cap.detail}")
+            passed &= cap.passed
+    finally:
+        (ctx.out_dir / "outputs.json").write_text(json.dumps({"outputs": ctx.outputs}, indent=1) + "\n")
+    if interrupted():
+        _log(f"interrupted by {signal.Signals(_SIGNALS[0]).name}: the records keep what was measured")
+        return 128 + _SIGNALS[0]
+    _log("PASSED" if passed else "FAILED: see the records above")
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

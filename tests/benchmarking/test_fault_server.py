@@ -1,0 +1,158 @@
+"""The FAKE fault-injecting server: each named fault, and how our client classes what it does."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from benchmarking.client import ClientConfig
+from benchmarking.fake_answers import AnswerKey, WordTokenizer, completion_body
+from benchmarking.fault_server import _hits, parse_faults
+from benchmarking.prompts import request_body
+from benchmarking.runner import WorkItem, run_point
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Fake:
+    def __init__(self, *faults: str, itl_ms: float = 0.0):
+        cmd = [sys.executable, "-m", "benchmarking.fault_server", "--port", "0", "--model", "m",
+               "--itl-ms", str(itl_ms)]
+        for f in faults:
+            cmd += ["--fault", f]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=REPO,
+                                     env=dict(os.environ, PYTHONPATH=REPO))
+        line = self.proc.stdout.readline()
+        assert line.startswith("FAULT_SERVER_LISTENING"), line
+        self.url = f"http://127.0.0.1:{int(line.split()[1])}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def fake():
+    started: list[Fake] = []
+
+    def make(*faults: str, **kw) -> Fake:
+        started.append(Fake(*faults, **kw))
+        return started[-1]
+    yield make
+    for f in started:
+        f.stop()
+
+
+def items(n: int, osl: int = 8) -> list[WorkItem]:
+    return [WorkItem(request_body("a b c", osl, "m", False), 3, osl)] * n
+
+
+def classes(run) -> list:
+    return [r.error_class for r in run.records]
+
+
+def test_parse_faults_names_what_is_valid():
+    assert parse_faults(["reset=0.3", "silence", "http_500_nth=2", ""]) == (
+        {"reset": 0.3, "silence": 1.0, "http_500_nth": 2.0}, {2})
+    for bad, msg in (["nope=1"], "unknown fault"), (["reset=2"], "fraction"), (["die_after=1.5"], "whole number"), \
+                    (["reset"], "needs a number"):
+        with pytest.raises(ValueError, match=msg):
+            parse_faults(bad)
+
+
+def test_fractions_are_spread_evenly_and_spare_the_first_requests():
+    hits = [k for k in range(1, 101) if _hits(0.3, k)]
+    assert len(hits) == 30 and hits[0] == 4 and not _hits(0.0, 5)
+
+
+def test_sticky_500_fails_the_same_prompt_every_time_after_the_spared_ones(fake):
+    server = fake("http_500_sticky=1", "spare_first=2")
+    run = run_point(ClientConfig(base_url=server.url), items(4), [0.0] * 4, 1)
+    assert classes(run) == [None, None, "http_5xx", "http_5xx"]
+
+
+@pytest.mark.parametrize("fault, expected", [
+    ("http_500=0.5", [None, "http_5xx", None, "http_5xx"]),
+    ("malformed_sse=0.5", [None, "malformed_sse", None, "malformed_sse"]),  # invalid JSON, then no `data:`
+    ("reset=0.5", [None, "connection_reset", None, "connection_reset"]),
+    ("zero_tokens", ["no_content"] * 4),
+    ("unavailable_s=30", ["http_5xx"] * 4),
+])
+def test_each_fault_is_classified_by_the_client(fake, fault, expected):
+    run = run_point(ClientConfig(base_url=fake(fault).url, stall_timeout_s=5), items(4), [0.0] * 4, 1)
+    assert classes(run) == expected
+
+
+def test_silence_is_a_stall_within_the_stall_timeout_and_stops_the_point(fake):
+    t0 = time.monotonic()
+    run = run_point(ClientConfig(base_url=fake("silence").url, stall_timeout_s=1.0), items(6), [0.0] * 6, 2)
+    took = time.monotonic() - t0
+    assert classes(run) == ["stall", "stall"] and run.not_sent == 4 and run.stopped_by == "stall"
+    assert 1.0 <= took < 3.0, took
+    assert "no data for 1 s after its headers from http://127.0.0.1:" in run.records[0].error
+
+
+def test_stall_after_n_streams_stops_the_point_at_the_first_stall(fake):
+    # (a stall while other streams still answer does not stop a point: test_bench_stub_runs)
+    run = run_point(ClientConfig(base_url=fake("stall_after=2").url, stall_timeout_s=1.0), items(5), [0.0] * 5, 1)
+    assert classes(run) == [None, None, "stall"] and run.not_sent == 2
+
+
+def test_die_after_ends_the_process_mid_stream(fake):
+    server = fake("die_after=2")
+    run = run_point(ClientConfig(base_url=server.url, stall_timeout_s=5), items(4), [0.0] * 4, 1)
+    got = classes(run)
+    assert got[:3] == [None, None, "connection_reset"], got
+    assert got[3] in ("connect_error", "connection_reset"), got  # refused, or reset while the process exits
+    assert server.proc.wait(5) == 3
+
+
+def test_loglikelihood_answers_have_lm_eval_shape_and_the_answer_key_wins():
+    tok = WordTokenizer()
+    text = "Question: How many sides does a square have?\nAnswer: 4"
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text
+    key = AnswerKey(os.path.join(REPO, "evals", "tasks"))
+    right = completion_body({"prompt": [ids], "echo": True, "logprobs": 1, "max_tokens": 1}, False, " x", "m", tok, key)
+    wrong_ids = tok.encode(text[:-1] + "12")
+    wrong = completion_body({"prompt": [wrong_ids], "echo": True, "logprobs": 1, "max_tokens": 1}, False, " x", "m",
+                            tok, key)
+    lp = right["choices"][0]["logprobs"]
+    assert len(lp["token_logprobs"]) == len(ids) + 1 and lp["token_logprobs"][0] is None
+    assert max(lp["top_logprobs"][1].values()) == lp["token_logprobs"][1]  # greedy, as lm-eval checks
+    assert lp["token_logprobs"][-2] > wrong["choices"][0]["logprobs"]["token_logprobs"][-2]
+    qa = completion_body({"prompt": "Q: What colour is grass?\nA:", "max_tokens": 5}, False, " x", "m", tok, key)
+    assert qa["choices"][0]["text"] == " green"
+    chat = completion_body({"messages": [{"role": "user", "content": "What colour is grass? Answer briefly."}]},
+                           True, " x", "m", tok, key)
+    assert "green" in chat["choices"][0]["message"]["content"]
+
+
+def test_tokenizer_endpoints_and_request_log(tmp_path):
+    import urllib.request
+    log = tmp_path / "req.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarking.fault_server", "--port", "0", "--request-log", str(log)],
+                            stdout=subprocess.PIPE, text=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO))
+    try:
+        url = f"http://127.0.0.1:{int(proc.stdout.readline().split()[1])}"
+
+        def post(path, body):
+            req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                return json.load(resp)
+        ids = post("/tokenize", {"prompt": "Hello, world!"})["tokens"]
+        assert post("/detokenize", {"tokens": ids})["prompt"] == "Hello, world!"
+        with urllib.request.urlopen(url + "/tokenizer_info", timeout=5) as resp:
+            assert json.load(resp)["eos_token"]
+        post("/v1/completions", {"prompt": "hi", "max_tokens": 2})
+        rows = [json.loads(line) for line in log.read_text().splitlines()]
+        assert rows == [{**rows[0], "n": 1, "path": "/v1/completions", "stream": False, "fault": None}]
+    finally:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,125 @@
+"""No module imports one that imports it back: the package boundaries stay one-way.
+
+Why: a cycle (``servers/external.py -> readiness -> servers/base``) means neither side can be
+understood, tested or replaced alone, and import order starts to matter. The graph is read from
+the source (AST), counting imports inside functions too: a lazy import hides a cycle from the
+interpreter, not from the design. A sub-package (``workflows/servers/``) counts as one unit, so a
+cycle through any of its modules is found.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from contracts import REPO_ROOT
+
+SKIP_DIRS = {"tests", ".workflow_venvs", "node_modules", ".git", "workflow_logs"}
+
+
+def _packages() -> list[Path]:
+    return sorted(p.parent for p in REPO_ROOT.glob("*/__init__.py") if p.parent.name not in SKIP_DIRS)
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in _packages():
+        for path in package.rglob("*.py"):
+            rel = path.relative_to(REPO_ROOT).with_suffix("")
+            if any(part in SKIP_DIRS or part.startswith(".") for part in rel.parts):
+                continue
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            if all((REPO_ROOT.joinpath(*parts[:i]) / "__init__.py").exists() for i in range(1, len(parts))):
+                found[".".join(parts)] = path
+    return found
+
+
+def _unit(module: str, modules: dict[str, Path]) -> str:
+    """A module of a sub-package belongs to that sub-package; top-level package modules stand alone."""
+    parts = module.split(".")
+    if len(parts) >= 3 or (len(parts) == 2 and modules[module].name == "__init__.py"):
+        return ".".join(parts[:2])
+    return module
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph: dict[str, set[str]] = {_unit(m, modules): set() for m in modules}
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                # `from pkg import sub` imports the module pkg.sub; `from pkg import name` reads pkg.
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            for target in targets:
+                resolved = _resolve(target, modules)
+                if resolved is not None:
+                    src, dst = _unit(module, modules), _unit(resolved, modules)
+                    if src != dst:
+                        graph[src].add(dst)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one unit (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_checker_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_servers_and_readiness_are_one_way():
+    graph = import_graph()
+    assert "workflows.servers" in graph["workflows.readiness"]
+    assert "workflows.readiness" not in graph["workflows.servers"]
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    assert cycles(import_graph()) == []

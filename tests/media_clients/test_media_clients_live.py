@@ -1,0 +1,131 @@
+"""The media clients and the media readiness wait against a real tt-media-server with its mock runners.
+
+The mock runners are the media server's own named fakes (grey PNGs, fixed labels); they make the
+server real (routes, scheduler, workers, auth, error codes) while keeping each request instant.
+Checks: records are written and readable, failures are counted, the readiness wait passes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from media_clients.records import MediaPoint
+from tests.helpers import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+MEDIA_PYTHON = REPO / ".workflow_venvs" / "media-server" / "bin" / "python"
+CLIENT_PYTHON = REPO / ".workflow_venvs" / "media-clients" / "bin" / "python"
+KEY = "media-clients-test-key"
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def mock_cnn_server(tmp_path_factory):
+    """tt-media-server serving `mock-cnn` as model `tiny-cnn`, on loopback, stopped after the module."""
+    from workflows.venvs import ensure_venv
+
+    for name in ("media-server", "media-clients"):  # the tool's own venv manager: reused when current
+        ensure_venv(name)
+    port = free_port()
+    log = tmp_path_factory.mktemp("media") / "server.log"
+    env = {**os.environ, "MODELS": "tiny-cnn=mock-cnn", "API_KEY": KEY, "ENVIRONMENT": "production"}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(MEDIA_PYTHON), "-m", "uvicorn", "main:app", "--lifespan", "on", "--host",
+                                 "127.0.0.1", "--port", str(port)], cwd=REPO / "tt-media-server", env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    yield base, proc, log
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _spec(tmp_path: Path) -> Path:
+    spec = {"model_id": "id_tt-media_tiny-cnn_cpu", "model_name": "tiny-cnn", "served_model_name": "tiny-cnn",
+            "model_type": "cnn", "engine": "media", "status": "FUNCTIONAL", "readiness_timeout_s": 60,
+            "device_model_spec": {"max_concurrency": 2, "perf_reference": [
+                {"isl": 0, "osl": 0, "max_concurrency": 2, "num_prompts": 6, "task_type": "cnn", "targets": {}}]}}
+    path = tmp_path / "model_spec.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def _client(script: str, base: str, tmp_path: Path, args: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": KEY, "TT_SERVED_MODEL_NAME": "tiny-cnn"}
+    return subprocess.run([str(CLIENT_PYTHON), str(REPO / "media_clients" / script), "--run-dir", str(tmp_path),
+                           "--model-spec-json", str(_spec(tmp_path)), "--server-url", base,
+                           "--workflow-args-json", json.dumps(args or {"mode": "smoke"})],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_readiness_then_clients_write_their_records(mock_cnn_server, tmp_path):
+    from workflows.media_readiness import wait_media_ready
+
+    base, proc, log = mock_cnn_server
+
+    class Handle:  # the ServerHandle surface the wait uses
+        base_url, served_model_name, kind, log_path = base, "tiny-cnn", "local", log
+
+        def is_alive(self):
+            return proc.poll() is None
+
+    info = wait_media_ready(Handle(), "cnn", bearer=KEY, timeout_s=120, poll_interval_s=0.2)
+    assert set(info.stages_s) == {"liveness", "models", "one_item"}
+
+    bench = _client("run_media_benchmarks.py", base, tmp_path)
+    assert bench.returncode == 0, bench.stdout + bench.stderr
+    point = MediaPoint.read(tmp_path / "benchmarks" / "media_point_cnn_con-2.json")
+    assert (point.completed, point.failed, point.source) == (4, 0, "perf_reference")
+    assert point.figures["items_per_s"] > 0
+    outputs = json.loads((tmp_path / "benchmarks" / "outputs.json").read_text())["outputs"]
+    assert "benchmarks/media_point_cnn_con-2.json" in outputs
+
+    tests = _client("run_media_tests.py", base, tmp_path)
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    record = json.loads((tmp_path / "tests" / "tests_record.json").read_text())
+    assert record["schema"] == "tt-tests-record/1" and record["passed"] is True
+    assert record["counts"]["passed"] == 9 and (tmp_path / "tests" / "junit.xml").is_file()
+
+    # The mock's fixed labels are not ImageNet classes: the top-5 eval runs and fails, as it must.
+    evals = _client("run_media_evals.py", base, tmp_path)
+    assert evals.returncode == 1, evals.stdout + evals.stderr
+    eval_record = json.loads((tmp_path / "evals" / "photo_top5" / "eval_record.json").read_text())
+    assert (eval_record["status"], eval_record["value"], eval_record["samples"]) == ("failed", 0.0, 2)
+
+
+def test_a_wrong_key_fails_every_request_and_is_counted(mock_cnn_server, tmp_path):
+    base, _, _ = mock_cnn_server
+    env_key = os.environ.get("OPENAI_API_KEY")
+    os.environ["OPENAI_API_KEY"] = "wrong"
+    try:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "TT_SERVED_MODEL_NAME": "tiny-cnn"}
+        done = subprocess.run([str(CLIENT_PYTHON), str(REPO / "media_clients" / "run_media_benchmarks.py"),
+                               "--run-dir", str(tmp_path), "--model-spec-json", str(_spec(tmp_path)),
+                               "--server-url", base, "--workflow-args-json", '{"mode": "smoke"}'],
+                              capture_output=True, text=True, timeout=120, env=env)
+    finally:
+        if env_key is None:
+            os.environ.pop("OPENAI_API_KEY", None)
+        else:
+            os.environ["OPENAI_API_KEY"] = env_key
+    assert done.returncode == 0, done.stdout + done.stderr   # the report judges the failures
+    point = MediaPoint.read(tmp_path / "benchmarks" / "media_point_cnn_con-2.json")
+    assert (point.completed, point.failed, point.failures_by_class) == (0, 4, {"http_401": 4})
+    assert point.error_rate == 1.0
+
+
+def test_bad_input_exits_2(tmp_path, mock_cnn_server):
+    spec = tmp_path / "model_spec.json"
+    spec.write_text(json.dumps({"model_type": "LLM"}))
+    done = subprocess.run([str(CLIENT_PYTHON), str(REPO / "media_clients" / "run_media_tests.py"), "--run-dir",
+                           str(tmp_path), "--model-spec-json", str(spec), "--server-url", "http://127.0.0.1:9"],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2 and "no media client variant" in done.stderr

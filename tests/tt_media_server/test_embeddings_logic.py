@@ -1,0 +1,200 @@
+"""Unit tests of the embeddings logic that needs no model: LRU, de-duplication, micro-batching, encoding.
+
+The encoder here is a recording fake standing in for the worker (named as such): it returns a
+vector derived from each text so results can be checked, and records every batch it was sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+MEDIA_ROOT = Path(__file__).resolve().parents[2] / "tt-media-server"
+if str(MEDIA_ROOT) not in sys.path:
+    sys.path.insert(0, str(MEDIA_ROOT))
+
+from media_server.embeddings.batcher import BatchingConfig, EmbeddingBatcher, length_sorted_batches  # noqa: E402
+from media_server.embeddings.cache import Embedding, EmbeddingCache  # noqa: E402
+from media_server.embeddings.encoding import (EmbeddingInputError, EmbeddingModelInfo, check_options,  # noqa: E402
+                                              decode_base64_vector, encode_vector, parse_input, resize,
+                                              response_body)
+
+
+class RecordingFakeEncoder:
+    """Fake worker: vector = [len(text), hash bucket], tokens = word count; records each batch."""
+
+    def __init__(self, delay: float = 0.01, fail_on: str | None = None):
+        self.batches: list[list[str]] = []
+        self.delay = delay
+        self.fail_on = fail_on
+
+    async def __call__(self, model: str, texts: list[str]) -> list[Embedding]:
+        self.batches.append(list(texts))
+        await asyncio.sleep(self.delay)
+        if self.fail_on and self.fail_on in texts:
+            raise RuntimeError(f"fake failure on {self.fail_on!r}")
+        return [Embedding(np.array([len(text), sum(map(ord, text)) % 97], dtype=np.float32), len(text.split()))
+                for text in texts]
+
+
+def _batcher(config: BatchingConfig, capacity: int = 100, **fake) -> tuple[EmbeddingBatcher, RecordingFakeEncoder]:
+    encoder = RecordingFakeEncoder(**fake)
+    return EmbeddingBatcher(encoder, EmbeddingCache(capacity), config), encoder
+
+
+def test_lru_evicts_least_recently_used_and_counts_through_callbacks():
+    seen = []
+    cache = EmbeddingCache(2, on_hit=lambda m, n: seen.append(("hit", m, n)),
+                           on_miss=lambda m, n: seen.append(("miss", m, n)))
+    one = Embedding(np.ones(2, np.float32), 1)
+    cache.store("m", "a", one)
+    cache.store("m", "b", one)
+    assert set(cache.lookup("m", ["a"])) == {"a"}  # a is now the most recent
+    cache.store("m", "c", one)
+    assert set(cache.lookup("m", ["a", "b", "c"])) == {"a", "c"}
+    assert cache.lookup("other-model", ["a"]) == {}  # keyed by (model, text)
+    cache.count("m", hits=2, misses=1)
+    assert seen == [("hit", "m", 2), ("miss", "m", 1)] and (cache.hits, cache.misses) == (2, 1)
+    disabled = EmbeddingCache(0)
+    disabled.store("m", "a", one)
+    assert len(disabled) == 0
+    with pytest.raises(ValueError, match="EMBEDDING_CACHE_SIZE"):
+        EmbeddingCache(-1)
+
+
+def test_duplicates_inside_a_request_are_computed_once_and_cache_returns_same_vector():
+    async def run():
+        batcher, encoder = _batcher(BatchingConfig(enabled=True, window_ms=1, max_size=8))
+        first = await batcher.embed("m", ["a b", "c", "a b"])
+        again = await batcher.embed("m", ["a b"])
+        return batcher, encoder, first, again
+
+    batcher, encoder, first, again = asyncio.run(run())
+    assert encoder.batches == [["a b", "c"]]
+    assert first[0] is first[2] and again[0] is first[0]
+    assert [item.tokens for item in first] == [2, 1, 2]
+    assert (batcher.cache.hits, batcher.cache.misses) == (2, 2)  # 1 duplicate + 1 LRU hit; 2 computed
+
+
+def test_window_merges_concurrent_requests_and_dedups_across_them():
+    async def run():
+        batcher, encoder = _batcher(BatchingConfig(enabled=True, window_ms=50, max_size=64))
+        results = await asyncio.gather(*(batcher.embed("m", [f"text {i}", "shared"]) for i in range(10)))
+        return batcher, encoder, results
+
+    batcher, encoder, results = asyncio.run(run())
+    assert len(encoder.batches) == 1 and len(encoder.batches[0]) == 11
+    assert all(result[1] is results[0][1] for result in results)
+    assert batcher.cache.misses == 11 == sum(len(batch) for batch in encoder.batches)
+    assert batcher.cache.hits == 9
+
+
+def test_texts_already_being_computed_are_joined_not_recomputed():
+    async def run():
+        batcher, encoder = _batcher(BatchingConfig(enabled=False), delay=0.05)
+        first = asyncio.create_task(batcher.embed("m", ["slow text"]))
+        await asyncio.sleep(0.01)
+        second = await batcher.embed("m", ["slow text", "other"])
+        return encoder, await first, second
+
+    encoder, first, second = asyncio.run(run())
+    assert encoder.batches == [["slow text"], ["other"]]
+    assert first[0] is second[0]
+
+
+def test_full_window_is_split_into_length_sorted_batches():
+    assert length_sorted_batches(["bb", "a", "dddd", "ccc"], 3) == [["dddd", "ccc", "bb"], ["a"]]
+
+    async def run():
+        batcher, encoder = _batcher(BatchingConfig(enabled=True, window_ms=1000, max_size=4))
+        texts = ["x" * n for n in (3, 1, 7, 5, 2, 8, 4, 6)]
+        started = asyncio.get_running_loop().time()
+        await asyncio.gather(*(batcher.embed("m", [text]) for text in texts))
+        return encoder, asyncio.get_running_loop().time() - started
+
+    encoder, elapsed = asyncio.run(run())
+    assert all(len(batch) <= 4 for batch in encoder.batches)
+    for batch in encoder.batches:
+        assert [len(text) for text in batch] == sorted((len(text) for text in batch), reverse=True)
+    assert sorted(len(t) for batch in encoder.batches for t in batch) == list(range(1, 9))
+    assert elapsed < 0.5  # full batches go out at once, without waiting for the 1 s window
+
+
+def test_without_batching_each_request_goes_alone():
+    async def run():
+        batcher, encoder = _batcher(BatchingConfig(enabled=False, max_size=2))
+        await asyncio.gather(batcher.embed("m", ["a", "bbb", "cc"]), batcher.embed("m", ["d"]))
+        return encoder
+
+    encoder = asyncio.run(run())
+    assert encoder.batches == [["bbb", "cc"], ["a"], ["d"]]
+
+
+def test_a_failed_batch_fails_every_waiter_and_is_not_cached():
+    async def run():
+        batcher, encoder = _batcher(BatchingConfig(enabled=True, window_ms=5, max_size=8), fail_on="bad")
+        outcomes = await asyncio.gather(batcher.embed("m", ["bad", "x"]), batcher.embed("m", ["bad"]),
+                                        return_exceptions=True)
+        retry = await batcher.embed("m", ["x"])
+        return batcher, encoder, outcomes, retry
+
+    batcher, encoder, outcomes, retry = asyncio.run(run())
+    assert all(isinstance(outcome, RuntimeError) for outcome in outcomes)
+    assert batcher.cache.lookup("m", ["bad"]) == {} and retry[0].vector[0] == 1
+    assert encoder.batches[-1] == ["x"]  # recomputed after the failure
+
+
+def test_a_request_that_goes_away_does_not_cancel_shared_work():
+    async def run():
+        batcher, encoder = _batcher(BatchingConfig(enabled=False), delay=0.05)
+        leaving = asyncio.create_task(batcher.embed("m", ["shared"]))
+        staying = asyncio.create_task(batcher.embed("m", ["shared"]))
+        await asyncio.sleep(0.01)
+        leaving.cancel()
+        return encoder, await staying
+
+    encoder, result = asyncio.run(run())
+    assert len(encoder.batches) == 1 and result[0].vector[0] == len("shared")
+
+
+def test_batching_config_is_validated():
+    with pytest.raises(ValueError, match="BATCH_WINDOW_MAX_SIZE"):
+        BatchingConfig(max_size=0)
+    with pytest.raises(ValueError, match="BATCH_WINDOW_MS"):
+        BatchingConfig(window_ms=-1)
+
+
+def test_base64_is_little_endian_float32_of_the_vector():
+    vector = np.array([0.5, -1.25, 3.0e-8], dtype=np.float32)
+    assert np.array_equal(decode_base64_vector(encode_vector(vector, "base64")), vector)
+    assert encode_vector(vector, "float") == [0.5, -1.25, pytest.approx(3.0e-8)]
+    body = response_body("m", [vector, vector], [3, 4], "float")
+    assert body["usage"] == {"prompt_tokens": 7, "total_tokens": 7}
+    assert [item["index"] for item in body["data"]] == [0, 1] and body["object"] == "list"
+
+
+def test_dimensions_only_where_the_model_allows_and_renormalised():
+    fixed = EmbeddingModelInfo("fixed", 4)
+    check_options(fixed, "float", None, ["a"])
+    check_options(fixed, "float", 4, ["a"])
+    with pytest.raises(EmbeddingInputError, match="^dimensions: .*can be cut only to \\[4\\]"):
+        check_options(fixed, "float", 2, ["a"])
+    with pytest.raises(EmbeddingInputError, match="^encoding_format"):
+        check_options(fixed, "int8", None, ["a"])
+    matryoshka = EmbeddingModelInfo("m", 4, truncatable_to=(2,))
+    check_options(matryoshka, "base64", 2, ["a"])
+    cut = resize(np.array([3.0, 4.0, 1.0, 1.0], dtype=np.float32), 2, normalized=True)
+    assert np.allclose(cut, [0.6, 0.8]) and cut.dtype == np.float32
+
+
+@pytest.mark.parametrize("value, message", [
+    ([], "empty list"), (3, "string or a list"), (["a", 1], "string or a list"), (["a", ""], r"input\[1\]"),
+    ([[1, 2]], "string or a list")])
+def test_bad_input_is_refused_naming_the_field(value, message):
+    with pytest.raises(EmbeddingInputError, match=message):
+        parse_input(value)
+    assert parse_input("one") == ["one"]

@@ -1,0 +1,87 @@
+"""``python -m gateway``: run the JWT gateway in front of an upstream HTTP server.
+
+The HS256 secret is read from an environment variable (``--secret-env``, default ``JWT_SECRET``),
+never from the command line (which any local user can read). Exit code 2 on bad input (no
+secret, a bad upstream URL), with one line saying why.
+
+Example (from ``tt-media-server/``):
+
+    JWT_SECRET=... python -m gateway --upstream http://127.0.0.1:8001 --port 8000 \\
+        --required-claims team_id --upstream-api-key-env UPSTREAM_API_KEY
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from urllib.parse import urlsplit
+
+from gateway.app import DEFAULT_OPEN_PATHS, Gateway
+from gateway.tokens import TokenPolicy
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m gateway", description=__doc__.splitlines()[0])
+    parser.add_argument("--upstream", required=True, help="base URL of the server behind the gateway")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--secret-env", default="JWT_SECRET",
+                        help="environment variable holding the HS256 secret (default JWT_SECRET)")
+    parser.add_argument("--required-claims", default="team_id",
+                        help="comma list of claims every token must carry (default team_id)")
+    parser.add_argument("--require-exp", action="store_true", help="refuse tokens without an expiry")
+    parser.add_argument("--leeway", type=float, default=0.0, help="clock skew allowed, seconds")
+    parser.add_argument("--audience", default=None)
+    parser.add_argument("--issuer", default=None)
+    parser.add_argument("--open-paths", default=",".join(DEFAULT_OPEN_PATHS),
+                        help="comma list of paths that need no token (probes)")
+    parser.add_argument("--upstream-api-key-env", default=None,
+                        help="environment variable holding the upstream's own bearer key; when set, "
+                             "the client's Authorization is replaced by it")
+    parser.add_argument("--read-timeout", type=float, default=600.0,
+                        help="seconds the upstream may stay silent mid-response")
+    parser.add_argument("--log-level", default="warning")
+    return parser.parse_args(argv)
+
+
+def build(ns: argparse.Namespace) -> Gateway:
+    secret = os.environ.get(ns.secret_env, "")
+    if not secret:
+        raise SystemExit(f"gateway: {ns.secret_env} is empty; set the HS256 secret there")
+    parts = urlsplit(ns.upstream)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise SystemExit(f"gateway: --upstream {ns.upstream!r} is not an http(s) URL")
+    upstream_auth = None
+    if ns.upstream_api_key_env:
+        key = os.environ.get(ns.upstream_api_key_env, "")
+        if not key:
+            raise SystemExit(f"gateway: {ns.upstream_api_key_env} is empty")
+        upstream_auth = f"Bearer {key}"
+    claims = tuple(c.strip() for c in ns.required_claims.split(",") if c.strip())
+    policy = TokenPolicy(secret=secret, required_claims=claims, require_exp=ns.require_exp,
+                         leeway_s=ns.leeway, audience=ns.audience, issuer=ns.issuer)
+    open_paths = tuple(p.strip() for p in ns.open_paths.split(",") if p.strip())
+    return Gateway(ns.upstream, policy, open_paths=open_paths, upstream_authorization=upstream_auth,
+                   read_timeout_s=ns.read_timeout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = parse_args(argv)
+    try:
+        app = build(ns)
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    import uvicorn
+
+    logging.basicConfig(level=ns.log_level.upper(), format="%(asctime)s gateway %(levelname)s %(message)s")
+    print(f"gateway: listening on http://{ns.host}:{ns.port} -> {ns.upstream} "
+          f"(HS256, required claims: {', '.join(app.policy.required_claims) or 'none'})", flush=True)
+    uvicorn.run(app, host=ns.host, port=ns.port, log_level=ns.log_level, access_log=False,
+                lifespan="on", timeout_graceful_shutdown=5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

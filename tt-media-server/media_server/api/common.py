@@ -1,0 +1,90 @@
+"""Helpers every route uses: the scheduler, disconnect-aware waiting, input decoding.
+
+``await run_request(request, scheduler.submit(...))`` waits for the result while watching the
+connection: a client that disconnects has its request cancelled (dropped from the queue). Routes
+that stream use ``scheduler.stream`` inside a StreamingResponse, which stops iterating (and so
+cancels) on disconnect by itself.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import io
+from typing import Any, Awaitable
+
+from fastapi import Request
+
+from media_server.errors import BadInput, MediaError, PayloadTooLarge
+from media_server.scheduler import Scheduler
+
+
+class ClientGone(MediaError):
+    """The client disconnected; nobody reads this response."""
+
+    status, type = 499, "client_closed_request"
+
+
+def scheduler_of(request: Request) -> Scheduler:
+    return request.app.state.scheduler
+
+
+async def run_request(request: Request, work: Awaitable[Any]) -> Any:
+    """Await `work`, cancelling it when the client disconnects first."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_wait_disconnect(request))
+    try:
+        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        watcher.cancel()
+        raise
+    if task in done:
+        watcher.cancel()
+        return task.result()
+    task.cancel()
+    try:
+        await task
+    except (asyncio.CancelledError, MediaError):
+        pass
+    raise ClientGone("client disconnected; request cancelled")
+
+
+async def _wait_disconnect(request: Request) -> None:
+    """Returns when the ASGI server reports http.disconnect (the body is already read)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+def decode_base64(field: str, text: str) -> bytes:
+    """Base64 (optionally a data: URL) -> bytes; BadInput naming the field otherwise."""
+    if not isinstance(text, str) or not text:
+        raise BadInput(f"{field}: expected a non-empty base64 string")
+    if text.startswith("data:"):
+        _, _, text = text.partition(",")
+    try:
+        return base64.b64decode(text.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise BadInput(f"{field}: not valid base64") from None
+
+
+def check_image(field: str, data: bytes, max_dimension: int) -> tuple[int, int]:
+    """Open the image header and check its size; BadInput / PayloadTooLarge naming the field."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+            image.verify()
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+        raise BadInput(f"{field}: not a decodable image ({type(exc).__name__})") from None
+    except Exception as exc:  # noqa: BLE001 - any decoder fault is bad input, never a 500
+        raise BadInput(f"{field}: not a decodable image ({type(exc).__name__})") from None
+    if width > max_dimension or height > max_dimension:
+        raise PayloadTooLarge(f"{field}: image is {width}x{height}; the limit is "
+                              f"{max_dimension}x{max_dimension} (MAX_IMAGE_DIMENSION)")
+    if width < 1 or height < 1:
+        raise BadInput(f"{field}: image has no pixels")
+    return width, height

@@ -1,0 +1,122 @@
+"""The FastAPI application factory; the lifespan starts and stops the device workers.
+
+Start-up problems end the process with ONE line on stderr (exit code 1 before serving, 3 when the
+first worker of a model cannot load): invalid settings naming the variable and its range, an
+unknown runner, a runner whose stack is absent.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import signal
+import sys
+import time
+
+from fastapi import FastAPI
+
+from media_server import metrics
+from media_server.auth import BodySizeLimit
+from media_server.config import ConfigError, Settings, load_settings
+from media_server.errors import install_handlers
+from media_server.runners.base import RunnerUnavailable
+from media_server.runners.registry import UnknownRunner
+from media_server.scheduler import Scheduler
+
+log = logging.getLogger("media_server")
+
+# One router module per kind of API; modules not present in this build are skipped.
+ROUTER_MODULES = ("health", "images", "cnn", "audio", "embeddings", "text", "inference")
+FATAL_EXIT_CODE = 3
+
+
+def _fail_startup(line: str) -> "SystemExit":
+    return SystemExit(f"tt-media-server: cannot start: {line}")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    try:
+        settings = settings or load_settings()
+    except ConfigError as exc:
+        raise _fail_startup(str(exc)) from None
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        scheduler = Scheduler(settings)
+        scheduler.preflight()
+    except (UnknownRunner, RunnerUnavailable, ValueError) as exc:
+        raise _fail_startup(str(exc)) from None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        metrics.reset_directory()
+        loop = asyncio.get_running_loop()
+        scheduler._on_fatal = lambda line: loop.create_task(_fatal(line))
+        _chain_exit_signals(loop, scheduler)
+        scheduler.start()
+        try:
+            yield
+        finally:
+            await scheduler.stop()
+            metrics.cleanup()
+
+    async def _fatal(line: str) -> None:
+        print(f"tt-media-server: cannot start: {line}", file=sys.stderr, flush=True)
+        await scheduler.stop()
+        metrics.cleanup()
+        os._exit(FATAL_EXIT_CODE)  # uvicorn has no exit-code API; every worker is already stopped
+
+    development = settings.environment == "development"
+    app = FastAPI(title="tt-media-server", version=_version(), lifespan=lifespan,
+                  docs_url="/docs" if development else None, redoc_url=None,
+                  openapi_url="/openapi.json" if settings.environment != "production" else None)
+    app.state.settings = settings
+    app.state.scheduler = scheduler
+    app.state.started_at = time.time()
+    install_handlers(app)
+    for name in ROUTER_MODULES:
+        module = _optional_module(f"media_server.api.{name}")
+        if module is not None:
+            app.include_router(module.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_payload_bytes)
+    return app
+
+
+def _chain_exit_signals(loop: asyncio.AbstractEventLoop, scheduler: Scheduler) -> None:
+    """On SIGINT/SIGTERM fail queued and running requests at once (503), then let uvicorn stop.
+
+    uvicorn waits for open requests before the lifespan shutdown; without this, a deep queue
+    would be run to the end (or to its deadlines) before the server could exit.
+    """
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(signum)
+
+        def handler(number, frame, previous=previous):
+            loop.call_soon_threadsafe(scheduler.begin_shutdown)
+            if callable(previous):
+                previous(number, frame)
+
+        try:
+            signal.signal(signum, handler)
+        except ValueError:  # not the main thread (e.g. an embedding test harness)
+            return
+
+
+def _optional_module(name: str):
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name == name:
+            return None
+        raise
+
+
+def _version() -> str:
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "VERSION")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return "0"

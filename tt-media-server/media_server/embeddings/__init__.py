@@ -1,0 +1,1 @@
+"""Embeddings: the (model, text) LRU, the micro-batcher and the OpenAI response encoding."""

@@ -1,0 +1,153 @@
+"""Micro-batching of embedding requests, with duplicates removed inside and across batches.
+
+Why in the server process, before the scheduler: batching pays off only if texts from many
+concurrent requests meet in one model call. Each request's texts are first answered from the LRU;
+texts another request is already waiting for join that request's computation (no second
+forward pass); the rest wait at most `window_ms` for company, are sorted by length (so a batch
+pads to similar lengths) and go to a worker in batches of at most
+`max_size`. With batching off, each request's own distinct texts go out at once, still sorted
+and split, still de-duplicated.
+
+Counting rule, per input text: a text answered without its own forward pass (LRU hit, duplicate
+inside the request, or joined computation) is a cache hit; a text sent to the model is a miss.
+So `misses` equals the number of texts the model encoded, which a test can check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from media_server.embeddings.cache import CacheKey, Embedding, EmbeddingCache
+
+EncodeBatch = Callable[[str, list[str]], Awaitable[list[Embedding]]]
+
+
+@dataclass(frozen=True)
+class BatchingConfig:
+    """ENABLE_BATCHING, BATCH_WINDOW_MS and BATCH_WINDOW_MAX_SIZE."""
+
+    enabled: bool = True
+    window_ms: float = 5.0
+    max_size: int = 32
+
+    def __post_init__(self) -> None:
+        if self.window_ms < 0:
+            raise ValueError(f"BATCH_WINDOW_MS must be >= 0, got {self.window_ms}")
+        if self.max_size < 1:
+            raise ValueError(f"BATCH_WINDOW_MAX_SIZE must be >= 1, got {self.max_size}")
+
+
+def length_sorted_batches(texts: list[str], max_size: int) -> list[list[str]]:
+    """Texts sorted by length (longest first), cut into batches of at most `max_size`."""
+    ordered = sorted(texts, key=len, reverse=True)
+    return [ordered[index:index + max_size] for index in range(0, len(ordered), max_size)]
+
+
+class EmbeddingBatcher:
+    """Answers `embed(model, texts)` from the cache, shared in-flight work, or new micro-batches."""
+
+    def __init__(self, encode: EncodeBatch, cache: EmbeddingCache, config: BatchingConfig):
+        self._encode = encode
+        self.cache = cache
+        self.config = config
+        self._inflight: dict[CacheKey, asyncio.Future] = {}
+        self._pending: dict[str, list[str]] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self.batches_sent = 0
+        self.texts_sent = 0
+
+    async def embed(self, model: str, texts: list[str]) -> list[Embedding]:
+        """One embedding per input text, in input order (duplicates share one computation)."""
+        distinct = list(dict.fromkeys(texts))
+        found = self.cache.lookup(model, distinct)
+        waiting: dict[str, asyncio.Future] = {}
+        new: list[str] = []
+        for text in distinct:
+            if text in found:
+                continue
+            future = self._inflight.get((model, text))
+            if future is None:
+                future = asyncio.get_running_loop().create_future()
+                future.add_done_callback(_retrieve_exception)
+                self._inflight[(model, text)] = future
+                new.append(text)
+            waiting[text] = future
+        self.cache.count(model, hits=len(texts) - len(new), misses=len(new))
+        if new:
+            self._enqueue(model, new)
+        if waiting:
+            # shield: a request that goes away must not cancel work other requests share.
+            results = await asyncio.gather(*(asyncio.shield(future) for future in waiting.values()))
+            found.update(zip(waiting.keys(), results))
+        return [found[text] for text in texts]
+
+    def _enqueue(self, model: str, texts: list[str]) -> None:
+        if not self.config.enabled:
+            self._dispatch(model, texts)
+            return
+        pending = self._pending.setdefault(model, [])
+        pending.extend(texts)
+        if len(pending) >= self.config.max_size or self.config.window_ms == 0:
+            self._flush(model)
+        elif model not in self._timers:
+            loop = asyncio.get_running_loop()
+            self._timers[model] = loop.call_later(self.config.window_ms / 1000.0, self._flush, model)
+
+    def _flush(self, model: str) -> None:
+        timer = self._timers.pop(model, None)
+        if timer is not None:
+            timer.cancel()
+        texts = self._pending.pop(model, [])
+        if texts:
+            self._dispatch(model, texts)
+
+    def _dispatch(self, model: str, texts: list[str]) -> None:
+        for batch in length_sorted_batches(texts, self.config.max_size):
+            task = asyncio.get_running_loop().create_task(self._run_batch(model, batch))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _run_batch(self, model: str, batch: list[str]) -> None:
+        self.batches_sent += 1
+        self.texts_sent += len(batch)
+        try:
+            embeddings = await self._encode(model, batch)
+            if len(embeddings) != len(batch):
+                raise RuntimeError(f"the runner returned {len(embeddings)} embeddings for {len(batch)} texts")
+        except BaseException as error:  # every waiter must hear about it, even on cancellation
+            for text in batch:
+                future = self._inflight.pop((model, text), None)
+                if future is not None and not future.done():
+                    future.set_exception(error if isinstance(error, Exception) else RuntimeError(str(error)))
+            if not isinstance(error, Exception):
+                raise
+            return
+        for text, embedding in zip(batch, embeddings):
+            self.cache.store(model, text, embedding)
+            future = self._inflight.pop((model, text), None)
+            if future is not None and not future.done():
+                future.set_result(embedding)
+
+    async def close(self) -> None:
+        """Cancel pending windows and running batches (server shutdown)."""
+        for model in list(self._timers):
+            self._timers.pop(model).cancel()
+        for model, texts in list(self._pending.items()):
+            for text in texts:
+                future = self._inflight.pop((model, text), None)
+                if future is not None and not future.done():
+                    future.set_exception(RuntimeError("the server is shutting down"))
+        self._pending.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _retrieve_exception(future: asyncio.Future) -> None:
+    """Mark a failed shared future's exception as seen (its waiters may all have gone away)."""
+    if not future.cancelled():
+        future.exception()

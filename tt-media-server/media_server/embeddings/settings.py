@@ -1,0 +1,44 @@
+"""Embeddings settings: cache size, micro-batching window, model directory; env or `.env`.
+
+Why its own settings class: these knobs belong to the embeddings route and runner only; they are
+read like the server's own settings (UPPERCASE variables, `.env`) and a bad value stops the
+server at start-up naming the variable.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from media_server.embeddings.batcher import BatchingConfig
+
+
+class EmbeddingSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False,
+                                      protected_namespaces=())
+
+    enable_batching: bool = Field(True, description="merge concurrent requests' texts into micro-batches")
+    batch_window_ms: float = Field(5.0, ge=0, le=10_000, description="how long a text waits for company")
+    batch_window_max_size: int = Field(32, ge=1, le=4096, description="most texts in one model call")
+    embedding_cache_size: int = Field(10_000, ge=0, le=10_000_000, description="LRU entries (0 disables it)")
+    embedding_model_path: str = Field("", description="a sentence-transformers directory to serve instead")
+    embedding_threads: int = Field(1, ge=0, le=256, description="torch threads per worker (0: torch's default, "
+                                   "all cores; one per worker avoids oversubscribing a shared CPU)")
+
+    def cpu_threads(self, server_settings) -> int:
+        """EMBEDDING_THREADS when given, else the server's CPU_THREADS_PER_WORKER, else 1."""
+        if "embedding_threads" in self.model_fields_set:
+            return self.embedding_threads
+        return getattr(server_settings, "cpu_threads_per_worker", 0) or 1
+
+    @property
+    def batching(self) -> BatchingConfig:
+        return BatchingConfig(enabled=self.enable_batching, window_ms=self.batch_window_ms,
+                              max_size=self.batch_window_max_size)
+
+
+@lru_cache(maxsize=1)
+def embedding_settings() -> EmbeddingSettings:
+    return EmbeddingSettings()

@@ -1,0 +1,52 @@
+"""`MODEL_RUNNER` / `MODELS` name -> runner class, imported only when chosen.
+
+Entries are "module:Class" strings so that choosing the mock runner never imports torch, and a
+TT runner's absent stack only matters when that runner is picked. Adding a model = one runner
+file + one line here.
+"""
+from __future__ import annotations
+
+import importlib
+
+from media_server.runners.base import BaseRunner
+
+RUNNERS: dict[str, str] = {
+    "mock": "media_server.runners.mock:MockImageRunner",
+    "mock-cnn": "media_server.runners.mock:MockCnnRunner",
+    "mock-stream": "media_server.runners.mock:MockStreamRunner",
+    "image-cpu": "media_server.runners.image_cpu:DiffusersImageRunner",
+    "cnn-cpu": "media_server.runners.cnn_cpu:EfficientNetRunner",
+    "cnn-resnet-cpu": "media_server.runners.cnn_cpu:TorchvisionResNetRunner",
+    "tt-sdxl": "media_server.runners.tt_sdxl:TTSdxlRunner",
+    "tt-sd3.5": "media_server.runners.tt_sd35:TTSd35Runner",
+    "tt-resnet": "media_server.runners.tt_resnet:TTResNetRunner",
+    # speech, embeddings and text runners register here too:
+    "whisper-cpu": "media_server.runners.whisper_cpu:WhisperCpuRunner",
+    "whisper-base-cpu": "media_server.runners.whisper_cpu:WhisperBaseRunner",
+    "whisper-small-cpu": "media_server.runners.whisper_cpu:WhisperSmallRunner",
+    "whisper-large-v3-cpu": "media_server.runners.whisper_cpu:WhisperLargeV3Runner",
+    "tt-whisper": "media_server.runners.whisper_tt:TTWhisperRunner",
+    "embedding-cpu": "media_server.runners.embedding_cpu:EmbeddingCpuRunner",
+    "text-slots": "media_server.runners.text_slots:TextSlotsRunner",
+}
+
+
+class UnknownRunner(ValueError):
+    pass
+
+
+def runner_class(name: str) -> type[BaseRunner]:
+    """The runner class for a registry name; UnknownRunner names the valid ones."""
+    target = RUNNERS.get(name)
+    if target is None:
+        raise UnknownRunner(f"MODEL_RUNNER={name!r}: not a known runner; valid: "
+                            + ", ".join(sorted(RUNNERS)))
+    module_name, _, class_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("media_server.runners"):
+            raise UnknownRunner(f"MODEL_RUNNER={name!r}: runner module {module_name} is not "
+                                "present in this build") from None
+        raise
+    return getattr(module, class_name)

@@ -1,0 +1,1 @@
+"""Speech to text: typed transcripts, response formats, streaming events, audio input, chunking."""

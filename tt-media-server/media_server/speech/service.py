@@ -1,0 +1,123 @@
+"""One transcription over the scheduler: chunks fanned out to the audio workers, results put back in order.
+
+Why here and not in the route: the same fan-out serves the OpenAI routes, the legacy route and
+the benchmark, streaming or not. Every chunk is its own streaming request, so the workers share
+a long upload; a streaming client gets chunk 0's segments as soon as they are decoded, then
+chunk 1's (already waiting, decoded in parallel), and so on; a non-streaming client gets the
+joined transcript. Leaving early (client gone, one chunk failed) cancels every other chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+import numpy as np
+
+from media_server.errors import MediaError
+from media_server.scheduler import Scheduler
+from media_server.speech.chunking import (MIN_CHUNK_SECONDS, AudioChunk, chunk_seconds_for, join_transcripts,
+                                          place_segments, plan_chunks)
+from media_server.speech.records import Segment, Transcript, TranscriptionOptions
+
+KIND = "audio"
+_END = object()
+
+
+@dataclass(frozen=True)
+class TranscriptionJob:
+    """A decoded upload on its way to the workers."""
+
+    model_id: str
+    samples: np.ndarray
+    duration_seconds: float
+    options: TranscriptionOptions
+    chunks: tuple[AudioChunk, ...]
+
+
+def plan_job(scheduler: Scheduler, model_id: str, samples: np.ndarray, duration_seconds: float,
+             options: TranscriptionOptions, streaming: bool) -> TranscriptionJob:
+    """Cut the audio for the workers that are warm now (short chunks when streaming: earlier text)."""
+    workers = max(1, len(scheduler.pool(model_id, KIND).ready_workers()))
+    seconds = MIN_CHUNK_SECONDS if streaming else chunk_seconds_for(duration_seconds, workers)
+    return TranscriptionJob(model_id, samples, duration_seconds, options, tuple(plan_chunks(samples, seconds)))
+
+
+def _chunk_deadline(scheduler: Scheduler, job: TranscriptionJob, chunk: AudioChunk) -> float:
+    """Later chunks wait for earlier ones on busy workers; their deadline grows with their place in line."""
+    workers = max(1, len(scheduler.pool(job.model_id, KIND).ready_workers()))
+    return scheduler.settings.default_inference_timeout_seconds * (1 + chunk.index // workers)
+
+
+async def _run_chunk(scheduler: Scheduler, job: TranscriptionJob, chunk: AudioChunk,
+                     sink: asyncio.Queue | None = None) -> Transcript:
+    """Transcribe one chunk; segments also go to `sink` as they arrive (streaming)."""
+    payload = {"samples": job.samples[chunk.start:chunk.end], "options": job.options.to_dict()}
+    segments: list[Segment] = []
+    language = job.options.language or "en"
+    async for event in scheduler.stream(job.model_id, KIND, payload, _chunk_deadline(scheduler, job, chunk)):
+        if event.type == "chunk":
+            segment = Segment.from_dict(event.data)
+            segments.append(segment)
+            if sink is not None:
+                sink.put_nowait(segment)
+        elif event.type == "done" and isinstance(event.data, dict):
+            language = str(event.data.get("language") or language)
+    return Transcript(language=language, duration=chunk.duration_seconds, segments=segments, task=job.options.task)
+
+
+async def transcribe(scheduler: Scheduler, job: TranscriptionJob) -> Transcript:
+    """The whole transcript; the first failing chunk cancels the others and its error is raised."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(_run_chunk(scheduler, job, chunk)) for chunk in job.chunks]
+    except BaseExceptionGroup as failures:
+        raise _first_failure(failures) from None
+    return join_transcripts(list(job.chunks), [task.result() for task in tasks], job.duration_seconds)
+
+
+def _first_failure(failures: BaseExceptionGroup) -> BaseException:
+    """The error to report for a failed transcription: a MediaError (its status) if any chunk gave one."""
+    leaves: list[BaseException] = []
+    pending = [failures]
+    while pending:
+        for error in pending.pop().exceptions:
+            if isinstance(error, BaseExceptionGroup):
+                pending.append(error)
+            else:
+                leaves.append(error)
+    return next((error for error in leaves if isinstance(error, MediaError)), leaves[0])
+
+
+async def stream_segments(scheduler: Scheduler, job: TranscriptionJob) -> AsyncIterator[Segment]:
+    """Segments in audio order (times in the whole audio) while the chunks run in parallel."""
+    sinks = [asyncio.Queue() for _ in job.chunks]
+
+    async def run(chunk: AudioChunk) -> None:
+        try:
+            await _run_chunk(scheduler, job, chunk, sinks[chunk.index])
+            sinks[chunk.index].put_nowait(_END)
+        except BaseException as error:  # handed to the reader, who raises it in order
+            sinks[chunk.index].put_nowait(error)
+            if not isinstance(error, Exception):
+                raise
+
+    tasks = [asyncio.ensure_future(run(chunk)) for chunk in job.chunks]
+    try:
+        next_id = 0
+        for chunk in job.chunks:
+            while True:
+                item = await sinks[chunk.index].get()
+                if item is _END:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                segment = place_segments(chunk, [item], next_id)[0]
+                next_id += 1
+                yield segment
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+

@@ -1,0 +1,42 @@
+"""Speech settings: the audio limits and the CPU Whisper decoder knobs, from the environment or `.env`.
+
+Why a settings class of its own: these knobs belong to the speech routes and runners only; they
+are read the same way as the server's settings (UPPERCASE environment variables, `.env`), and an
+invalid value stops the server at start-up naming the variable.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from media_server.speech.audio_input import AudioLimits
+
+
+class SpeechSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
+
+    max_audio_size_bytes: int = Field(50 * 1024 * 1024, ge=1, description="largest accepted upload (413 above)")
+    max_audio_duration_seconds: float = Field(600.0, gt=0, description="longest accepted audio (413 above)")
+    whisper_beam_size: int = Field(1, ge=1, le=10, description="beam width of the CPU Whisper decoder")
+    whisper_cpu_threads: int = Field(1, ge=0, le=256, description="CTranslate2 threads per worker (0: its default "
+                                     "of 4; one per worker avoids oversubscribing a shared CPU)")
+    whisper_compute_type: str = Field("int8", description="CTranslate2 compute type on CPU (int8, float32, ...)")
+    whisper_model_path: str = Field("", description="a CTranslate2 Whisper directory to serve instead of the default")
+
+    def cpu_threads(self, server_settings) -> int:
+        """WHISPER_CPU_THREADS when given, else the server's CPU_THREADS_PER_WORKER, else 1."""
+        if "whisper_cpu_threads" in self.model_fields_set:
+            return self.whisper_cpu_threads
+        return getattr(server_settings, "cpu_threads_per_worker", 0) or 1
+
+    @property
+    def audio_limits(self) -> AudioLimits:
+        return AudioLimits(self.max_audio_size_bytes, self.max_audio_duration_seconds)
+
+
+@lru_cache(maxsize=1)
+def speech_settings() -> SpeechSettings:
+    return SpeechSettings()

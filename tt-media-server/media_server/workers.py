@@ -1,0 +1,270 @@
+"""Device worker processes: one per device group, one runner each, talking over a pipe.
+
+Messages main -> worker (tuples, first item the type):
+    ("batch", [(request_id, payload), ...])   batch runners: run these together
+    ("add", request_id, payload)              streaming runners: admit one request
+    ("cancel", request_id)                    streaming runners: drop it (client gone)
+    ("stop",)                                 close the runner and exit
+Messages worker -> main:
+    ("ready", {"pid", "capacity", "max_batch"})    loaded and warm
+    ("failed", one_line_reason)                     could not load (the process then exits)
+    ("results", [(request_id, result_or_ItemError)], seconds, batch_size)
+    ("events", [(request_id, type, data)], seconds)  streaming: chunk / done / error
+The main side (``WorkerHandle``) reads the pipe from the event loop; a closed pipe means the
+process died, which the scheduler learns at once (no polling interval).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+import time
+from typing import Any, Callable
+
+from media_server.config import DeviceGroup, Settings
+
+log = logging.getLogger("media_server.workers")
+_CONTEXT = multiprocessing.get_context("spawn")
+
+
+def _device_env(group: DeviceGroup) -> None:
+    """Each worker sees only its own devices (the TT stack reads these)."""
+    ids = ",".join(str(d) for d in group.device_ids)
+    os.environ["TT_VISIBLE_DEVICES"] = ids
+    os.environ["TT_METAL_VISIBLE_DEVICES"] = ids
+    cache_root = os.environ.get("TT_METAL_CACHE_ROOT")
+    if cache_root:
+        os.environ["TT_METAL_CACHE"] = os.path.join(cache_root, f"device_group_{group.index}")
+
+
+def worker_main(conn, runner_name: str, model_id: str, settings: Settings, group: DeviceGroup) -> None:
+    """Entry point of a worker process."""
+    # Ctrl-C / SIGTERM to the process group go to the server, which stops its workers in order;
+    # if the server itself is killed, the kernel kills the worker too (no orphan holds a device).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _die_with_parent()
+    _device_env(group)
+    if settings.cpu_threads_per_worker:
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[name] = str(settings.cpu_threads_per_worker)
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format=f"%(asctime)s worker-{group.index} %(levelname)s %(message)s")
+    from media_server.runners.base import RunnerUnavailable
+    from media_server.runners.registry import runner_class
+
+    try:
+        runner = runner_class(runner_name)(settings, group)
+        runner.load()
+    except RunnerUnavailable as exc:
+        conn.send(("failed", str(exc)))
+        return
+    except Exception as exc:  # noqa: BLE001 - reported as one line, the process ends
+        conn.send(("failed", f"{runner_name} failed to load on devices {group.label}: "
+                             f"{type(exc).__name__}: {exc}"))
+        return
+    inbox: queue.Queue = queue.Queue()
+    threading.Thread(target=_receive_forever, args=(conn, inbox), daemon=True).start()
+    from media_server import metrics
+
+    observe = metrics.inference_observer(model_id, group.label)
+    try:
+        if runner.streaming:
+            conn.send(("ready", {"pid": os.getpid(), "capacity": runner.capacity(), "max_batch": 1}))
+            _streaming_loop(conn, inbox, runner, observe)
+        else:
+            max_batch = max(1, min(runner.max_batch_size(), settings.max_batch_size))
+            conn.send(("ready", {"pid": os.getpid(), "capacity": 1, "max_batch": max_batch}))
+            _batch_loop(conn, inbox, runner, observe)
+    except (BrokenPipeError, EOFError, OSError):
+        pass  # the server went away; nothing is waiting for results
+    finally:
+        try:
+            runner.close()
+        except Exception:  # noqa: BLE001 - closing must not hide the exit
+            log.exception("runner close failed")
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the pipe's EOF still stops an idle worker
+
+
+def _receive_forever(conn, inbox: queue.Queue) -> None:
+    """Read the pipe on a thread so cancels arrive while a step runs."""
+    while True:
+        try:
+            inbox.put(conn.recv())
+        except (EOFError, OSError):
+            inbox.put(("stop",))
+            return
+
+
+def _batch_loop(conn, inbox: queue.Queue, runner, observe: Callable[[float, int], None]) -> None:
+    from media_server.runners.base import ItemError
+
+    while True:
+        message = inbox.get()
+        if message[0] == "stop":
+            return
+        if message[0] != "batch":
+            continue
+        items = message[1]
+        started = time.perf_counter()
+        try:
+            results = runner.run_batch([payload for _, payload in items])
+            if len(results) != len(items):
+                raise RuntimeError(f"run_batch returned {len(results)} results for {len(items)} inputs")
+        except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives on
+            log.exception("batch of %d failed", len(items))
+            results = [ItemError(500, f"{type(exc).__name__}: {exc}")] * len(items)
+        seconds = time.perf_counter() - started
+        observe(seconds, len(items))
+        conn.send(("results", [(rid, result) for (rid, _), result in zip(items, results)],
+                   seconds, len(items)))
+
+
+def _streaming_loop(conn, inbox: queue.Queue, runner, observe: Callable[[float, int], None]) -> None:
+    while True:
+        try:
+            message = inbox.get(block=not runner.has_work())
+        except queue.Empty:
+            message = None
+        while message is not None:
+            kind = message[0]
+            if kind == "stop":
+                return
+            if kind == "add":
+                try:
+                    runner.add(message[1], message[2])
+                except Exception as exc:  # noqa: BLE001 - only this request fails
+                    conn.send(("events", [(message[1], "error",
+                                           {"status": getattr(exc, "status", 500),
+                                            "message": f"{type(exc).__name__}: {exc}"})], 0.0))
+            elif kind == "cancel":
+                runner.cancel(message[1])
+            try:
+                message = inbox.get_nowait()
+            except queue.Empty:
+                message = None
+        if runner.has_work():
+            started = time.perf_counter()
+            events = runner.step()
+            seconds = time.perf_counter() - started
+            observe(seconds, len(events))
+            if events:
+                conn.send(("events", [(e.request_id, e.type, e.data) for e in events], seconds))
+
+
+class WorkerHandle:
+    """The main process's view of one worker process."""
+
+    def __init__(self, index: int, group: DeviceGroup, runner_name: str, model_id: str,
+                 settings: Settings, on_message: Callable[["WorkerHandle", tuple], None],
+                 on_exit: Callable[["WorkerHandle"], None]):
+        self.index = index
+        self.group = group
+        self.runner_name = runner_name
+        self.model_id = model_id
+        self.settings = settings
+        self._on_message = on_message
+        self._on_exit = on_exit
+        self.process: multiprocessing.Process | None = None
+        self.conn = None
+        self.state = "new"  # new | starting | ready | dead | stopped | failed
+        self.capacity = 1
+        self.max_batch = 1
+        self.inflight: dict[str, Any] = {}
+        self.restarts = 0
+        self.ready_event = asyncio.Event()
+        self.failure: str | None = None
+        self.generation = 0
+
+    @property
+    def name(self) -> str:
+        pid = self.process.pid if self.process else None
+        return f"worker {self.index} (devices {self.group.label}, pid {pid})"
+
+    def start(self) -> None:
+        parent, child = _CONTEXT.Pipe(duplex=True)
+        self.generation += 1
+        self.process = _CONTEXT.Process(
+            target=worker_main, name=f"DeviceWorker-{self.index}",
+            args=(child, self.runner_name, self.model_id, self.settings, self.group), daemon=True)
+        self.process.start()
+        child.close()  # so the parent sees EOF the moment the worker dies
+        self.conn = parent
+        self.state = "starting"
+        self.failure = None
+        self.ready_event = asyncio.Event()
+        asyncio.get_running_loop().add_reader(parent.fileno(), self._readable)
+
+    def send(self, message: tuple) -> bool:
+        """Send a message; False when the pipe is already broken (death is handled elsewhere)."""
+        try:
+            self.conn.send(message)
+            return True
+        except (OSError, ValueError, BrokenPipeError):
+            return False
+
+    def _readable(self) -> None:
+        try:
+            while self.conn is not None and self.conn.poll():
+                message = self.conn.recv()
+                if message[0] == "ready":
+                    self.capacity = message[1]["capacity"]
+                    self.max_batch = message[1]["max_batch"]
+                    self.state = "ready"
+                    self.ready_event.set()
+                elif message[0] == "failed":
+                    self.failure = message[1]
+                self._on_message(self, message)
+        except (EOFError, OSError):
+            self._detach()
+            self._on_exit(self)
+
+    def _detach(self) -> None:
+        if self.conn is not None:
+            try:
+                asyncio.get_running_loop().remove_reader(self.conn.fileno())
+            except (ValueError, OSError):
+                pass
+            self.conn.close()
+            self.conn = None
+        self.ready_event.set()
+
+    def exit_code(self, wait_s: float = 0.5) -> int | None:
+        if self.process is None:
+            return None
+        self.process.join(wait_s)
+        return self.process.exitcode
+
+    def kill(self) -> None:
+        """Stop the process now (a stuck worker cannot be asked)."""
+        self._detach()
+        if self.process is not None and self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+
+    def request_stop(self) -> None:
+        """Ask the worker to close its runner and exit (event-loop thread)."""
+        if self.conn is not None:
+            self.send(("stop",))
+        self._detach()
+        self.state = "stopped"
+
+    def wait_stopped(self, timeout: float) -> None:
+        """Wait for the exit; kill it past the timeout (blocking: run it in a thread)."""
+        if self.process is not None:
+            self.process.join(timeout)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join(5)

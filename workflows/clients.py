@@ -1,0 +1,199 @@
+"""Client workflows as child processes: the command, the environment, output, and stopping them.
+
+Each client workflow (benchmarks, evals, reports, ...) runs in its own venv as a child of run.py:
+- it cannot outlive run.py (parent-death signal) and leads its own process group, so stopping it
+  stops whatever it started;
+- its output goes to ``run.log`` in full; the console gets the same lines except tracebacks,
+  which are replaced by their final line and a pointer to ``run.log``;
+- a signal that interrupts run.py is passed on to it, so it can flush what it measured before it
+  exits (SIGKILL only after ``CHILD_STOP_TIMEOUT_S``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+from contracts import REPO_ROOT
+from contracts.run_dir import collect_outputs
+from contracts.workflow_args import WorkflowType
+from workflows.context import RunContext
+from workflows.processes import die_with_parent, stop_process_group
+
+# Which venv and entry script run each client workflow.
+CLIENT_SCRIPTS = {
+    WorkflowType.BENCHMARKS: ("benchmarks", "benchmarking/run_benchmarks.py"),
+    WorkflowType.EVALS: ("evals", "evals/run_evals.py"),
+    WorkflowType.TESTS: ("server-tests", "server_tests/run_tests.py"),
+    WorkflowType.STRESS_TESTS: ("benchmarks", "stress_tests/run_stress_tests.py"),
+    WorkflowType.REPORTS: ("reports", "reports/run_reports.py"),
+    WorkflowType.DEPLOY: ("deploy", "deploy/run_deploy.py"),
+}
+# Media models (model_type image, speech, cnn, embedding) get these entry points instead; a
+# workflow missing here has no media variant (the step is skipped with the reason below).
+MEDIA_CLIENT_SCRIPTS = {
+    WorkflowType.BENCHMARKS: ("media-clients", "media_clients/run_media_benchmarks.py"),
+    WorkflowType.EVALS: ("media-clients", "media_clients/run_media_evals.py"),
+    WorkflowType.TESTS: ("media-clients", "media_clients/run_media_tests.py"),
+    WorkflowType.REPORTS: CLIENT_SCRIPTS[WorkflowType.REPORTS],
+    WorkflowType.DEPLOY: CLIENT_SCRIPTS[WorkflowType.DEPLOY],
+}
+CHILD_STOP_TIMEOUT_S = 10.0
+SERVER_WATCH_INTERVAL_S = 1.0
+OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+class Interrupted(Exception):
+    """SIGINT / SIGTERM arrived; carries the signal number for the exit code."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class ServerDiedDuringClient(Exception):
+    """The server we started exited while a client workflow was talking to it."""
+
+
+@dataclass
+class ClientResult:
+    workflow: WorkflowType
+    exit_code: int
+    outputs: list[str]
+    duration_s: float
+
+
+class ConsoleFilter:
+    """Keeps child tracebacks off the console: one line instead, the full text stays in run.log."""
+
+    def __init__(self) -> None:
+        self._in_traceback = False
+
+    def __call__(self, line: str) -> str | None:
+        """The line to show, or None to hide it."""
+        if line.startswith("Traceback (most recent call last):"):
+            self._in_traceback = True
+            return None
+        if not self._in_traceback:
+            return line
+        if not line.strip() or line[0].isspace() or line.startswith(
+                ("During handling of", "The above exception", "Traceback (most recent")):
+            return None
+        self._in_traceback = False
+        return f"{line} (traceback in run.log)"
+
+
+def client_scripts(spec) -> dict[WorkflowType, tuple[str, str]]:
+    """(venv, entry script) per client workflow for this spec: media kinds have their own variants."""
+    from media_clients.kinds import kind_of
+
+    return MEDIA_CLIENT_SCRIPTS if kind_of(spec) else CLIENT_SCRIPTS
+
+
+def no_variant_reason(spec, workflow: WorkflowType) -> str | None:
+    """Why ``workflow`` does not run for this spec (a media kind without that variant), or None."""
+    from media_clients.kinds import kind_of
+
+    kind = kind_of(spec)
+    if kind and workflow in CLIENT_SCRIPTS and workflow not in MEDIA_CLIENT_SCRIPTS:
+        return f"no {workflow.value} variant for {kind} models"
+    return None
+
+
+def child_command(ctx: RunContext, workflow: WorkflowType) -> list[str]:
+    venv_name, script = client_scripts(ctx.spec)[workflow]
+    options = ctx.options
+    cmd = [str(ctx.venv_pythons[venv_name]), str(REPO_ROOT / script), "--run-dir", str(ctx.run_dir.path),
+           "--model-spec-json", str(ctx.run_dir.spec_path),
+           "--server-url", ctx.server.base_url if ctx.server else "",
+           "--workflow-args-json", json.dumps(options.workflow_args)]
+    if options.disable_trace_capture or ctx.trace_captured:
+        cmd.append("--disable-trace-capture")
+    if workflow is WorkflowType.REPORTS and options.ignore_verdict:
+        cmd.append("--ignore-verdict")
+    return cmd
+
+
+def child_env(ctx: RunContext) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("OPENAI_API_KEY", None)
+    if ctx.auth and ctx.auth.bearer:
+        env["OPENAI_API_KEY"] = ctx.auth.bearer
+    env["TT_SERVED_MODEL_NAME"] = ctx.server.served_model_name if ctx.server else ctx.spec.served_model_name
+    tokenizer = ctx.host.tokenizer_dir if ctx.host and ctx.host.tokenizer_dir else ""
+    env["TT_TOKENIZER_DIR"] = str(tokenizer)
+    if ctx.server is not None and ctx.server.kind == "docker":
+        env["TT_SERVER_CONTAINER"] = ctx.server.name  # stress_tests samples its memory with docker stats
+    for name in OFFLINE_ENV:
+        env.setdefault(name, "1")
+    return env
+
+
+def _server_we_watch(ctx: RunContext, workflow: WorkflowType):
+    """The server whose death ends this client early (None: reports read files; external: not ours)."""
+    if workflow is WorkflowType.REPORTS or ctx.server is None or ctx.server.kind == "external":
+        return None
+    return ctx.server
+
+
+def run_client(ctx: RunContext, workflow: WorkflowType) -> ClientResult:
+    """Run one client workflow in its venv; stream its output; stop it if the server dies or on a signal."""
+    cmd = child_command(ctx, workflow)
+    ctx.run_dir.log("$ " + " ".join(cmd), workflow.value)
+    started = time.monotonic()
+    # Started from the main thread: the parent-death signal is tied to the thread that forks.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                            env=child_env(ctx), cwd=REPO_ROOT, start_new_session=True,
+                            preexec_fn=die_with_parent(signal.SIGTERM))
+    ctx.current_child = proc
+    show = ConsoleFilter()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            ctx.run_dir.log(line, workflow.value)
+            shown = show(ctx.run_dir.redact(line.rstrip("\n")))
+            if shown is not None:
+                ctx.ui.child_line(workflow.value, shown)
+
+    reader = threading.Thread(target=pump, name=f"{workflow.value}-output", daemon=True)
+    reader.start()
+    server = _server_we_watch(ctx, workflow)
+    died = False
+    try:
+        while proc.poll() is None:
+            if server is not None and not server.is_alive():
+                died = True
+                stop_process_group(proc, CHILD_STOP_TIMEOUT_S)
+                break
+            try:
+                proc.wait(timeout=SERVER_WATCH_INTERVAL_S)
+            except subprocess.TimeoutExpired:
+                pass
+    except Interrupted as exc:
+        # Pass the signal on: the child flushes its partial results, then exits (or is killed).
+        stop_process_group(proc, CHILD_STOP_TIMEOUT_S, exc.signum)
+        reader.join(timeout=5)
+        ctx.current_child = None
+        raise
+    code = proc.wait()
+    reader.join(timeout=5)
+    ctx.current_child = None
+    if server is not None and (died or not server.is_alive()):
+        raise ServerDiedDuringClient(f"the server exited (code {server.exit_code()}) during {workflow.value}\n"
+                                     f"last lines of server.log:\n{server.log_tail(40)}")
+    outputs = collect_outputs(ctx.run_dir.path, workflow.value)
+    return ClientResult(workflow, code, outputs, time.monotonic() - started)
+
+
+def stop_current_child(ctx: RunContext) -> None:
+    if ctx.current_child is not None:
+        stop_process_group(ctx.current_child, CHILD_STOP_TIMEOUT_S)
+        ctx.current_child = None

@@ -1,0 +1,109 @@
+"""The last lines of a run that did not pass: what went wrong, read back from the run directory.
+
+Why from the files: by the time a run ends, the cause may be fifty lines up the console (a child's
+table, a server log tail). The user needs it at the bottom, beside ``Run directory:``. Everything
+here is read from what the run wrote (manifest, point files, eval records, report), so the
+summary says exactly what the report will say.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from contracts.run_dir import Manifest, RunStatus, StepStatus
+
+MAX_BLOCKERS = 5
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def benchmark_failures(run_dir: Path) -> list[str]:
+    """One line per point with failed requests: '<point>: 3 of 8 requests failed (http_5xx 2, ...)'."""
+    lines = []
+    for path in sorted((run_dir / "benchmarks").glob("point_*.json")):
+        if path.name.endswith(".prom.json"):
+            continue
+        summary = _point_failure_summary(path)
+        if summary:
+            lines.append(f"{path.stem}: {summary}")
+    return lines
+
+
+def _point_failure_summary(path: Path) -> str:
+    try:
+        from benchmarking.point_record import BenchPoint
+
+        return BenchPoint.read(path).failure_summary()
+    except Exception:  # noqa: BLE001 - an older or partial file: read the raw keys instead
+        pass
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        return "unreadable point file"
+    metrics = data.get("metrics") if isinstance(data.get("metrics"), dict) else data
+    classes = dict(metrics.get("failures_by_class") or {})
+    failed = sum(int(v) for v in classes.values() if isinstance(v, (int, float)))
+    if not failed:
+        return ""
+    total = failed + int(metrics.get("completed") or 0)
+    by = ", ".join(f"{k} {v}" for k, v in sorted(classes.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"{failed} of {total} requests failed ({by})"
+
+
+def eval_failures(run_dir: Path) -> list[str]:
+    """One line per eval task that did not pass."""
+    lines = []
+    for path in sorted((run_dir / "evals").glob("*/eval_record.json")):
+        data = _read_json(path)
+        if not isinstance(data, dict) or data.get("status") in ("passed", None):
+            continue
+        why = data.get("error") or (f"score {data.get('value')} vs reference {data.get('reference_score')}"
+                                    if data.get("status") == "failed" else data.get("status"))
+        lines.append(f"eval {data.get('task') or path.parent.name}: {data.get('status')}: {why}")
+    return lines
+
+
+def verdict_blockers(run_dir: Path) -> list[str]:
+    report = _read_json(run_dir / "reports" / "report.json")
+    if not isinstance(report, dict) or not isinstance(report.get("verdict"), dict):
+        return []
+    verdict = report["verdict"]
+    if verdict.get("result") != "FAIL":
+        return []
+    blockers = [_blocker_text(b) for b in verdict.get("blockers") or []]
+    shown = [f"verdict FAIL: {b}" for b in blockers[:MAX_BLOCKERS]]
+    if len(blockers) > MAX_BLOCKERS:
+        shown.append(f"verdict FAIL: ... and {len(blockers) - MAX_BLOCKERS} more blockers (reports/report.md)")
+    return shown or ["verdict FAIL (reports/report.md)"]
+
+
+def _blocker_text(blocker: Any) -> str:
+    if not isinstance(blocker, dict):
+        return str(blocker)
+    where = " ".join(str(blocker[k]) for k in ("category", "item", "tier") if blocker.get(k))
+    return f"{where}: {blocker.get('detail', '')}" if where else str(blocker.get("detail", blocker))
+
+
+def failed_steps(manifest: Manifest) -> list[str]:
+    """Failed steps, except a reports step whose only failure is the verdict (its blockers follow)."""
+    return [f"step {s.name} {s.status.value}: {s.detail or 'see run.log'}" for s in manifest.steps
+            if s.status is StepStatus.FAILED and not (s.name == "reports" and s.detail == "verdict FAIL")]
+
+
+def summary_lines(run_dir: Path, manifest: Manifest, cause: str | None = None) -> list[str]:
+    """The closing lines of a run that did not pass (empty when it passed)."""
+    if manifest.status is RunStatus.PASSED and cause is None:
+        return []
+    head = {RunStatus.INTERRUPTED: "run interrupted", RunStatus.FAILED: "run failed"}.get(manifest.status, "run failed")
+    lines = [f"{head}: {cause}" if cause else head]
+    lines += [line for line in failed_steps(manifest) if not cause or line.partition(": ")[2] not in cause]
+    lines += benchmark_failures(run_dir)
+    lines += eval_failures(run_dir)
+    lines += verdict_blockers(run_dir)
+    return list(dict.fromkeys(lines))  # keep order, drop repeats
