@@ -29,8 +29,7 @@ import urllib.request
 from benchmarking import vllm_tool
 from benchmarking.certify import errors_vs_stub
 from benchmarking.metrics import percentile
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from contracts import REPO_ROOT
 
 
 def _free_port() -> int:
@@ -40,13 +39,13 @@ def _free_port() -> int:
 
 
 def _env() -> dict:
-    return dict(os.environ, PYTHONPATH=REPO, HF_HUB_OFFLINE="1", **vllm_tool.client_env())
+    return dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", **vllm_tool.client_env())
 
 
 class Stub:
     def __init__(self, cpu: int, *args: str):
         self.proc = subprocess.Popen([sys.executable, "-m", "benchmarking.stub_server", "--port", "0", "--cpu", str(cpu),
-                                      *args], stdout=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
+                                      *args], stdout=subprocess.PIPE, text=True, env=_env(), cwd=REPO_ROOT)
         self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline().split()[1])}"
 
     def get(self, path: str, post: bool = False) -> dict:
@@ -62,7 +61,7 @@ class Stub:
 def _run_rusage(cmd: list[str], cpu: int, log_path: str) -> tuple[int, float]:
     """Run pinned to `cpu`; returns (exit code, child CPU seconds user+sys)."""
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=REPO,
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=REPO_ROOT,
                                 preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
         _, status, ru = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -88,7 +87,7 @@ def capacity(a, out: str) -> dict:
         for osl, n_small, n_big in ((32, 1000, a.cap_requests), (256, 200, max(400, a.cap_requests // 6))):
             p = subprocess.run([sys.executable, "-m", "benchmarking.capacity", "--url", stub.url, "--osl", str(osl),
                                 "--num-requests", str(n_big), "--cpu", "0"], capture_output=True, text=True,
-                               env=_env(), cwd=REPO, check=True)
+                               env=_env(), cwd=REPO_ROOT, check=True)
             ours = json.loads(p.stdout.strip().splitlines()[-1])
             s0 = stub.get("/stub/stats")["cpu_s"]
             small, cpu_small = vllm_bench(a, stub.url, osl, n_small, out, f"cap{osl}_small.json")
@@ -111,7 +110,7 @@ def timing(a, out: str) -> dict:
     try:
         p = subprocess.run([sys.executable, "-m", "benchmarking.certify", "--url", stub.url, "--ttft-ms", str(a.ttft_ms),
                             "--itl-ms", str(a.itl_ms), "--osl", "32", "--num-requests", "256", "--concurrency", "64",
-                            "--cpu", "0"], capture_output=True, text=True, env=_env(), cwd=REPO, check=True)
+                            "--cpu", "0"], capture_output=True, text=True, env=_env(), cwd=REPO_ROOT, check=True)
         ours = json.loads(p.stdout.strip().splitlines()[-1])
         stub.get("/stub/stats", post=True)
         raw, _ = vllm_bench(a, stub.url, 32, 256, out, "timing_vllm.json", detailed=True, prefix="vb-")
@@ -176,7 +175,7 @@ def real_server(a, out: str) -> dict:
             subprocess.run([sys.executable, "benchmarking/run_benchmarks.py", "--run-dir", run_dir, "--model-spec-json",
                             spec_path, "--server-url", url, "--workflow-args-json",
                             json.dumps({"points": a.real_point, "tools": "tt,vllm", "vllm_python": a.vllm_python}),
-                            *(["--disable-trace-capture"] if rep else [])], env=env, cwd=REPO, check=False)
+                            *(["--disable-trace-capture"] if rep else [])], env=env, cwd=REPO_ROOT, check=False)
             stem = "point_isl-{}_osl-{}_con-{}_n-{}".format(*a.real_point.split("x"))
             got = {}
             for tool, suffix in (("tt", ".json"), ("vllm", ".vllm-bench.json")):

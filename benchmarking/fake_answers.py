@@ -133,37 +133,49 @@ def completion_body(req: dict, chat: bool, word: str, model: str, tok: WordToken
                       "total_tokens": prompt_tokens + n * len(choices)}}
 
 
-def _frame(payload: bytes) -> bytes:
+CHUNKED_END = b"0\r\n\r\n"  # the last chunk of an HTTP/1.1 chunked body
+
+
+def frame(payload: bytes) -> bytes:
+    """One HTTP/1.1 chunked-encoding frame."""
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
 
-def _event(obj) -> bytes:
+def sse_event(obj: dict | str) -> bytes:
+    """One framed server-sent event: ``data: <json>`` (or a bare string such as ``[DONE]``)."""
     text = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"))
-    return _frame(b"data: " + text.encode() + b"\n\n")
+    return frame(b"data: " + text.encode() + b"\n\n")
 
 
-def stream_events(req: dict, chat: bool, word: str, model: str, *, content: bool = True) -> tuple[list[bytes], bytes]:
-    """(framed content events, framed tail: usage event if asked + [DONE] + the last chunk)."""
-    n = _max_tokens(req) if content else 0
-    base = {"id": "cmpl-fake", "object": "chat.completion.chunk" if chat else "text_completion",
+def framed_stream(chat: bool, n: int, word: str, model: str, prompt_tokens: int, usage: bool,
+                  stream_id: str) -> tuple[list[bytes], bytes]:
+    """A vLLM-shaped stream of ``n`` tokens, each ``word``: (framed content events, framed tail:
+    usage event if asked + [DONE] + the last chunk). Shared by the stub and the fault server."""
+    base = {"id": stream_id, "object": "chat.completion.chunk" if chat else "text_completion",
             "created": 0, "model": model}
     events = []
     for k in range(n):
         finish = "length" if k == n - 1 else None
         choice = ({"index": 0, "delta": {"content": word}, "finish_reason": finish} if chat
                   else {"index": 0, "text": word, "logprobs": None, "finish_reason": finish})
-        events.append(_event({**base, "choices": [choice]}))
+        events.append(sse_event({**base, "choices": [choice]}))
     tail = b""
-    if (req.get("stream_options") or {}).get("include_usage"):
-        pt = _prompt_tokens(_prompts(req)[0]) if not chat else 0
-        tail += _event({**base, "choices": [], "usage": {"prompt_tokens": pt, "completion_tokens": n,
-                                                        "total_tokens": pt + n}})
-    return events, tail + _event("[DONE]") + b"0\r\n\r\n"
+    if usage:
+        tail += sse_event({**base, "choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n,
+                                                           "total_tokens": prompt_tokens + n}})
+    return events, tail + sse_event("[DONE]") + CHUNKED_END
+
+
+def stream_events(req: dict, chat: bool, word: str, model: str, *, content: bool = True) -> tuple[list[bytes], bytes]:
+    """The fault server's stream for ``req`` (see ``framed_stream``)."""
+    usage = bool((req.get("stream_options") or {}).get("include_usage"))
+    prompt_tokens = _prompt_tokens(_prompts(req)[0]) if usage and not chat else 0
+    return framed_stream(chat, _max_tokens(req) if content else 0, word, model, prompt_tokens, usage, "cmpl-fake")
 
 
 def malformed_event(kind: int, chat: bool) -> bytes:
     """Kind 0: invalid JSON after ``data:``; kind 1: a content event whose ``data:`` field is missing."""
     if kind == 0:
-        return _frame(b'data: {"choices":[{"text":" tok"\n\n')
+        return frame(b'data: {"choices":[{"text":" tok"\n\n')
     choice = {"index": 0, "delta": {"content": " tok"}} if chat else {"index": 0, "text": " tok"}
-    return _frame(json.dumps({"choices": [choice]}, separators=(",", ":")).encode() + b"\n\n")
+    return frame(json.dumps({"choices": [choice]}, separators=(",", ":")).encode() + b"\n\n")

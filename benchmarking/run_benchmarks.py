@@ -17,7 +17,6 @@ client and tokenizer are imported when main() runs.
 """
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
@@ -31,6 +30,7 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
 from benchmarking.bench_args import WORKFLOW_ARG_KEYS, BenchArgError, BenchArgs, parse_workflow_args  # noqa: E402
 from benchmarking.point_record import BenchMetrics, BenchPoint, PointParams  # noqa: E402
 from contracts.typed_record import RecordError  # noqa: E402
+from contracts.workflow_args import client_workflow_parser  # noqa: E402
 from benchmarking import run_control  # noqa: E402
 from benchmarking.sweeps import Point, build_points  # noqa: E402
 
@@ -51,8 +51,23 @@ def _atomic_write(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _say(text: str) -> None:
+    """Print to stdout; a reader that went away must not stop the run writing its files.
+
+    When the orchestrator is SIGKILLed this process gets SIGTERM (parent death) and its stdout pipe
+    has no reader: the first write raises BrokenPipeError. From then on stdout goes to /dev/null,
+    so the interrupted point, outputs.json and the exit code still come out (exit at 128+N, not 120).
+    """
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def _log(msg: str) -> None:
-    print(f"[benchmarks] {msg}", flush=True)
+    _say(f"[benchmarks] {msg}")
 
 
 class Context:
@@ -160,9 +175,6 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
         warnings.append(run_control.stall_line(f"point {point.stem}", f"{ctx.base_url}{b.endpoint}",
                                                b.stall_timeout_s, stalls)
                         + (f"; {run.not_sent} request(s) not sent" if run.stopped_by == "stall" else ""))
-    for w in warnings:
-        _log(f"WARNING {point.stem}: {w}")
-
     requests_path = stem + ".requests.jsonl"
     _atomic_write(requests_path, "".join(json.dumps(r.to_json()) + "\n" for r in finished))
     server_metrics = None
@@ -180,6 +192,8 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
         server_metrics=server_metrics, warnings=warnings, interrupted=interrupted, complete=interrupted is None)
     _judge(ctx, point, record)
     record.write(stem + ".json")  # written last: its presence means done
+    for w in warnings:  # after the files: an interrupted point is on disk before anything is said
+        _log(f"WARNING {point.stem}: {w}")
     return record.to_dict()
 
 
@@ -268,23 +282,17 @@ def print_table(records: list[dict]) -> None:
                      _fmt(m.get("request_throughput"), 3), " ".join(verdicts) or "-"))
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
     line = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
-    print(line(head))
-    print("  ".join("-" * w for w in widths))
-    for r in rows:
-        print(line(r))
-    print("TTFT: first chunk with non-empty choices; TPOT: (e2el-ttft)/(out-1); t/s/u = 1000/TPOT; "
-          "Decode = t/s/u x min(con, N); Prefill = ISL x min(con, N) / TTFT. Full legend: benchmarking/point_record.py",
-          flush=True)
+    _say("\n".join([line(head), "  ".join("-" * w for w in widths), *map(line, rows),
+                     "TTFT: first chunk with non-empty choices; TPOT: (e2el-ttft)/(out-1); t/s/u = 1000/TPOT; "
+                     "Decode = t/s/u x min(con, N); Prefill = ISL x min(con, N) / TTFT. "
+                     "Full legend: benchmarking/point_record.py"]))
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="tt-inference-server benchmarks workflow")
-    ap.add_argument("--run-dir", required=True)
-    ap.add_argument("--model-spec-json", required=True)
-    ap.add_argument("--server-url", required=True)
-    ap.add_argument("--workflow-args-json", default="{}")
-    ap.add_argument("--disable-trace-capture", action="store_true")
-    a = ap.parse_args(argv)
+    a = client_workflow_parser("tt-inference-server benchmarks workflow").parse_args(argv)
+    if not a.server_url:
+        print("ERROR: --server-url is empty: benchmarks need a live server", file=sys.stderr, flush=True)
+        return 2
     try:
         with open(a.model_spec_json, encoding="utf-8") as fh:
             spec = json.load(fh)

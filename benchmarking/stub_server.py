@@ -30,7 +30,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-_CHUNK_TAIL = b"0\r\n\r\n"
+from benchmarking.fake_answers import CHUNKED_END, frame, framed_stream, sse_event
 
 
 @dataclass
@@ -46,16 +46,6 @@ class StubConfig:
     model: str = "stub-model"
 
 
-def _frame(payload: bytes) -> bytes:
-    """One HTTP/1.1 chunked-encoding frame."""
-    return b"%x\r\n%s\r\n" % (len(payload), payload)
-
-
-def _sse(obj: dict | str) -> bytes:
-    body = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"))
-    return _frame(b"data: " + body.encode() + b"\n\n")
-
-
 class _Renderer:
     """Pre-renders framed SSE chunks per (endpoint, tokens, prompt_tokens, usage) so serving is a write."""
 
@@ -68,20 +58,7 @@ class _Renderer:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        text = self.cfg.token_text
-        base = {"id": "cmpl-stub", "object": "chat.completion.chunk" if chat else "text_completion",
-                "created": 0, "model": self.cfg.model}
-        chunks = []
-        for k in range(n):
-            finish = "length" if k == n - 1 else None
-            choice = ({"index": 0, "delta": {"content": text}, "finish_reason": finish} if chat
-                      else {"index": 0, "text": text, "logprobs": None, "finish_reason": finish})
-            chunks.append(_sse({**base, "choices": [choice]}))
-        tail = b""
-        if usage:
-            tail += _sse({**base, "choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n,
-                                                           "total_tokens": prompt_tokens + n}})
-        tail += _sse("[DONE]") + _CHUNK_TAIL
+        chunks, tail = framed_stream(chat, n, self.cfg.token_text, self.cfg.model, prompt_tokens, usage, "cmpl-stub")
         if len(self._cache) > 4096:
             self._cache.clear()
         self._cache[key] = (chunks, tail)
@@ -250,10 +227,10 @@ class StubProtocol(asyncio.Protocol):
         head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
                 b"x-request-id: %s\r\n\r\n" % rid.encode())
         if fault == "malformed":
-            chunks = chunks[:1] + [_frame(b'data: {"choices":[{"text":" tok\n\n')] + chunks[1:]
+            chunks = chunks[:1] + [frame(b'data: {"choices":[{"text":" tok\n\n')] + chunks[1:]
         elif fault == "error_event":
-            chunks = chunks[:1] + [_sse({"error": {"message": "stub error event", "code": 500}})]
-            tail = _sse("[DONE]") + _CHUNK_TAIL
+            chunks = chunks[:1] + [sse_event({"error": {"message": "stub error event", "code": 500}})]
+            tail = sse_event("[DONE]") + CHUNKED_END
         if ttft <= 0 and itl <= 0 and fault not in ("reset", "stall"):
             self.transport.write(head + b"".join(chunks) + tail)
             return self._done()

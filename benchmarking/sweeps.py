@@ -1,7 +1,7 @@
 """Which points a benchmarks run measures (stdlib only).
 
-A point is (isl, osl, max_concurrency, num_prompts). The sweep follows the reference project's
-rules (tt-inference-server §4.2): the spec's perf_reference points (they carry targets), then
+A point is (isl, osl, max_concurrency, num_prompts). The sweep follows the upstream
+tt-inference-server's benchmark sweep: the spec's perf_reference points (they carry targets), then
 common ISL/OSL pairs at concurrency 1 and at the spec's max_concurrency, minus points already in
 perf_reference, minus points that do not fit the context (isl + osl > max_context). ``mode`` trims
 it: smoke = the perf_reference points (or two tiny points when the spec has none), ci =

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from contracts.model_spec import ModelSpec
-from deploy.k8s import DeployOptions, object_names, render_manifests, resource_name
+from deploy.k8s import DeployOptions, api_key_name, object_names, render_manifests, resource_name
 
 # A placeholder is "@@<values path>@@"; strings are quoted in the template, numbers are not.
 _PLACEHOLDER = re.compile(r"'@@([A-Za-z.]+)(\|num)?@@'")
@@ -73,7 +73,7 @@ def render_chart(spec: ModelSpec, options: DeployOptions) -> dict[str, str]:
              "description": f"{spec.model_name} on {spec.device_type.value}, served by tt-inference-server",
              "version": "0.1.0", "appVersion": spec.version}
     notes = (f"Create the Secret first:\n  kubectl -n {{{{ .Release.Namespace }}}} create secret generic "
-             f"{names['secret']} --from-literal=VLLM_API_KEY=... --from-literal=HF_TOKEN=...\n")
+             f"{names['secret']} --from-literal={api_key_name(spec)}=... --from-literal=HF_TOKEN=...\n")
     return {"Chart.yaml": yaml.safe_dump(chart, sort_keys=False),
             "values.yaml": yaml.safe_dump(chart_values(spec, options), sort_keys=False),
             "templates/NOTES.txt": notes, **templates}

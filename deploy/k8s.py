@@ -26,14 +26,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from contracts.model_spec import DeviceType, ModelSpec
+from contracts.model_spec import DeviceType, InferenceEngine, ModelSpec
 
 CONTAINER_HOME = "/home/container_app_user"
 CACHE_ROOT = f"{CONTAINER_HOME}/cache_root"
 WEIGHTS_ROOT = f"{CONTAINER_HOME}/readonly_weights_mount"
 SPEC_DIR = f"{CONTAINER_HOME}/model_spec"
 SERVICE_PORT = 8000
-SECRET_KEYS = ("VLLM_API_KEY", "HF_TOKEN")
 
 # Device plugin resource, how many of it one spec needs (a T3K is four n300 boards) and the chips
 # they hold (tt-metal pins one 1 GiB hugepage per chip).
@@ -42,6 +41,15 @@ TT_BOARDS: dict[DeviceType, tuple[str, int, int]] = {
     DeviceType.GALAXY: ("galaxy", 1, 32), DeviceType.P100: ("p100", 1, 1), DeviceType.P150: ("p150", 1, 1),
     DeviceType.P150X4: ("p150", 4, 4), DeviceType.N150X4: ("n150", 4, 4),
 }
+
+
+def api_key_name(spec: ModelSpec) -> str:
+    """The variable the server reads its bearer from: vLLM's, or the media server's."""
+    return "API_KEY" if spec.engine is InferenceEngine.MEDIA else "VLLM_API_KEY"
+
+
+def secret_keys(spec: ModelSpec) -> tuple[str, str]:
+    return (api_key_name(spec), "HF_TOKEN")
 
 
 class DeployError(ValueError):
@@ -123,12 +131,13 @@ def container_env(spec: ModelSpec, secret_name: str) -> list[dict[str, Any]]:
     env = {"CACHE_ROOT": CACHE_ROOT, "TT_MODEL_SPEC_JSON_PATH": f"{SPEC_DIR}/model_spec.json",
            "SERVICE_PORT": str(SERVICE_PORT), "SERVICE_HOST": "0.0.0.0",
            "MODEL_WEIGHTS_PATH": f"{WEIGHTS_ROOT}/{spec.model_name}", "HF_HUB_OFFLINE": "1",
-           "VLLM_NO_USAGE_STATS": "1", **{k: str(v) for k, v in spec.env_vars.items() if k not in SECRET_KEYS}}
+           "VLLM_NO_USAGE_STATS": "1", **{k: str(v) for k, v in spec.env_vars.items() if k not in secret_keys(spec)}}
     if spec.device_type.is_tenstorrent:
         env["TT_CACHE_PATH"] = f"{CACHE_ROOT}/tt_metal_cache/cache_{spec.model_name}/{spec.device_type.value.upper()}"
     out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in env.items()]
-    out += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": key, "optional": key != "VLLM_API_KEY"}}}
-            for key in SECRET_KEYS]
+    out += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": key,
+                                                         "optional": key != api_key_name(spec)}}}
+            for key in secret_keys(spec)]
     return out
 
 
@@ -241,7 +250,7 @@ def client_job(spec: ModelSpec, options: DeployOptions, names: dict[str, str]) -
                                   "spec": {"restartPolicy": "Never", "containers": [{
                                       "name": options.job, "image": options.client_image, "command": command,
                                       "env": [{"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {
-                                          "name": names["secret"], "key": "VLLM_API_KEY"}}}],
+                                          "name": names["secret"], "key": api_key_name(spec)}}}],
                                       "volumeMounts": [{"name": "results", "mountPath": "/results"}]}],
                                       "volumes": [{"name": "results", "emptyDir": {}}]}}}}
 
@@ -269,5 +278,6 @@ def render_manifests(spec: ModelSpec, options: DeployOptions) -> list[dict[str, 
 def secret_command(spec: ModelSpec, options: DeployOptions) -> str:
     """The one command that creates the Secret the pods read (values come from the user's shell)."""
     name = object_names(spec, options)["secret"]
+    key = api_key_name(spec)
     return (f"kubectl -n {options.namespace} create secret generic {name} "
-            f"--from-literal=VLLM_API_KEY=\"$VLLM_API_KEY\" --from-literal=HF_TOKEN=\"$HF_TOKEN\"")
+            f"--from-literal={key}=\"${key}\" --from-literal=HF_TOKEN=\"$HF_TOKEN\"")

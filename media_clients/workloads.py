@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -152,12 +153,14 @@ class CnnWorkload(Workload):
 class EmbeddingWorkload(Workload):
     def __init__(self, params: dict) -> None:
         super().__init__(EMBEDDING, "/v1/embeddings", {"batch_items": int(params.get("batch_items", 8)), **params})
+        self.salt = uuid.uuid4().hex[:8]  # per workload (= per point): no text repeats across points either
 
     def inputs(self, index: int) -> list[str]:
-        """Distinct texts per request and item: a server-side embedding cache must not answer the load."""
+        """Distinct texts per point, request and item: a server-side embedding cache must not answer the load."""
         sentences = [s for triple in data.SENTENCE_TRIPLES for s in triple]
         n = self.params["batch_items"]
-        return [f"{sentences[(index * n + i) % len(sentences)]} (request {index}, item {i})" for i in range(n)]
+        return [f"{sentences[(index * n + i) % len(sentences)]} ({self.salt} request {index}, item {i})"
+                for i in range(n)]
 
     def embed(self, http: MediaHttp, model: str, inputs: list[str]) -> Answer:
         return http.post_json(self.endpoint, {"model": model, "input": inputs})

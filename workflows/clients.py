@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from contracts import REPO_ROOT
 from contracts.run_dir import collect_outputs
-from contracts.workflow_args import WorkflowType
+from contracts.workflow_args import WorkflowType, accepted_keys
 from workflows.context import RunContext
 from workflows.processes import die_with_parent, stop_process_group
 
@@ -105,13 +105,23 @@ def no_variant_reason(spec, workflow: WorkflowType) -> str | None:
     return None
 
 
+def args_for(workflow: WorkflowType, workflow_args: dict[str, str]) -> dict[str, str]:
+    """The --workflow-args keys this child accepts: a release's keys are checked against the union
+    of its children's keys up front, and each child gets its own (benchmarks' ``goodput`` is not
+    stress_tests' SLO, and a child's parser rejects keys it does not know)."""
+    if workflow is WorkflowType.REPORTS:
+        return dict(workflow_args)
+    keys = accepted_keys(workflow)
+    return {k: v for k, v in workflow_args.items() if k in keys}
+
+
 def child_command(ctx: RunContext, workflow: WorkflowType) -> list[str]:
     venv_name, script = client_scripts(ctx.spec)[workflow]
     options = ctx.options
     cmd = [str(ctx.venv_pythons[venv_name]), str(REPO_ROOT / script), "--run-dir", str(ctx.run_dir.path),
            "--model-spec-json", str(ctx.run_dir.spec_path),
            "--server-url", ctx.server.base_url if ctx.server else "",
-           "--workflow-args-json", json.dumps(options.workflow_args)]
+           "--workflow-args-json", json.dumps(args_for(workflow, options.workflow_args))]
     if options.disable_trace_capture or ctx.trace_captured:
         cmd.append("--disable-trace-capture")
     if workflow is WorkflowType.REPORTS and options.ignore_verdict:

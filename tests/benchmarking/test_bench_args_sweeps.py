@@ -1,4 +1,4 @@
-"""Workflow args, sweep construction (reference rules, §4.2) and the warm-up plan."""
+"""Workflow args, sweep construction (the upstream sweep rules) and the warm-up plan."""
 from __future__ import annotations
 
 import subprocess
@@ -9,6 +9,7 @@ import pytest
 from benchmarking.bench_args import WORKFLOW_ARG_KEYS, BenchArgError, parse_workflow_args
 from benchmarking.sweeps import build_points, num_prompts_for
 from benchmarking.trace_capture import warmup_pairs
+from contracts import REPO_ROOT
 
 SPEC = {"model_id": "m", "hf_model_repo": "org/m", "device_model_spec": {
     "max_context": 4096, "max_concurrency": 32, "perf_reference": [
@@ -23,7 +24,7 @@ def test_keys_importable_without_third_party_packages():
             "benchmarking.point_record, benchmarking.metrics, benchmarking.sweeps; "
             "bad = [m for m in ('aiohttp', 'uvloop', 'tokenizers', 'numpy') if m in sys.modules]; "
             "assert not bad, bad; assert 'mode' in r.WORKFLOW_ARG_KEYS")
-    subprocess.run([sys.executable, "-S", "-c", code], check=True, cwd=__file__.rsplit("/tests/", 1)[0])
+    subprocess.run([sys.executable, "-S", "-c", code], check=True, cwd=REPO_ROOT)
     assert {"mode", "only_targets", "points", "percentiles", "goodput", "tools", "budget_s", "request_rate",
             "burstiness", "dataset"} <= WORKFLOW_ARG_KEYS
 

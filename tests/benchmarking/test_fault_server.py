@@ -2,9 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -14,38 +11,18 @@ from benchmarking.fake_answers import AnswerKey, WordTokenizer, completion_body
 from benchmarking.fault_server import _hits, parse_faults
 from benchmarking.prompts import request_body
 from benchmarking.runner import WorkItem, run_point
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-class Fake:
-    def __init__(self, *faults: str, itl_ms: float = 0.0):
-        cmd = [sys.executable, "-m", "benchmarking.fault_server", "--port", "0", "--model", "m",
-               "--itl-ms", str(itl_ms)]
-        for f in faults:
-            cmd += ["--fault", f]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=REPO,
-                                     env=dict(os.environ, PYTHONPATH=REPO))
-        line = self.proc.stdout.readline()
-        assert line.startswith("FAULT_SERVER_LISTENING"), line
-        self.url = f"http://127.0.0.1:{int(line.split()[1])}"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
+from contracts import REPO_ROOT
 
 
 @pytest.fixture
-def fake():
-    started: list[Fake] = []
-
-    def make(*faults: str, **kw) -> Fake:
-        started.append(Fake(*faults, **kw))
-        return started[-1]
-    yield make
-    for f in started:
-        f.stop()
+def fake(fake_server_process):
+    """``fake(*faults, itl_ms=0.0)``: the shipped fault server with those faults, stopped after the test."""
+    def make(*faults: str, itl_ms: float = 0.0):
+        args = ["--model", "m", "--itl-ms", str(itl_ms)]
+        for f in faults:
+            args += ["--fault", f]
+        return fake_server_process("benchmarking.fault_server", *args)
+    return make
 
 
 def items(n: int, osl: int = 8) -> list[WorkItem]:
@@ -117,7 +94,7 @@ def test_loglikelihood_answers_have_lm_eval_shape_and_the_answer_key_wins():
     text = "Question: How many sides does a square have?\nAnswer: 4"
     ids = tok.encode(text)
     assert tok.decode(ids) == text
-    key = AnswerKey(os.path.join(REPO, "evals", "tasks"))
+    key = AnswerKey(str(REPO_ROOT / "evals" / "tasks"))
     right = completion_body({"prompt": [ids], "echo": True, "logprobs": 1, "max_tokens": 1}, False, " x", "m", tok, key)
     wrong_ids = tok.encode(text[:-1] + "12")
     wrong = completion_body({"prompt": [wrong_ids], "echo": True, "logprobs": 1, "max_tokens": 1}, False, " x", "m",
@@ -133,26 +110,20 @@ def test_loglikelihood_answers_have_lm_eval_shape_and_the_answer_key_wins():
     assert "green" in chat["choices"][0]["message"]["content"]
 
 
-def test_tokenizer_endpoints_and_request_log(tmp_path):
+def test_tokenizer_endpoints_and_request_log(tmp_path, fake_server_process):
     import urllib.request
     log = tmp_path / "req.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarking.fault_server", "--port", "0", "--request-log", str(log)],
-                            stdout=subprocess.PIPE, text=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO))
-    try:
-        url = f"http://127.0.0.1:{int(proc.stdout.readline().split()[1])}"
+    url = fake_server_process("benchmarking.fault_server", "--request-log", str(log)).url
 
-        def post(path, body):
-            req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=5) as resp:
-                return json.load(resp)
-        ids = post("/tokenize", {"prompt": "Hello, world!"})["tokens"]
-        assert post("/detokenize", {"tokens": ids})["prompt"] == "Hello, world!"
-        with urllib.request.urlopen(url + "/tokenizer_info", timeout=5) as resp:
-            assert json.load(resp)["eos_token"]
-        post("/v1/completions", {"prompt": "hi", "max_tokens": 2})
-        rows = [json.loads(line) for line in log.read_text().splitlines()]
-        assert rows == [{**rows[0], "n": 1, "path": "/v1/completions", "stream": False, "fault": None}]
-    finally:
-        proc.kill()
-        proc.wait()
+    def post(path, body):
+        req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.load(resp)
+    ids = post("/tokenize", {"prompt": "Hello, world!"})["tokens"]
+    assert post("/detokenize", {"tokens": ids})["prompt"] == "Hello, world!"
+    with urllib.request.urlopen(url + "/tokenizer_info", timeout=5) as resp:
+        assert json.load(resp)["eos_token"]
+    post("/v1/completions", {"prompt": "hi", "max_tokens": 2})
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert rows == [{**rows[0], "n": 1, "path": "/v1/completions", "stream": False, "fault": None}]

@@ -14,8 +14,8 @@ from benchmarking import run_control
 from benchmarking.bench_args import BenchArgError, parse_workflow_args
 from benchmarking.metrics import RequestRecord
 from benchmarking.sse import finish_record
+from contracts import REPO_ROOT
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC = {"model_id": "fake-id", "hf_model_repo": "org/fake", "served_model_name": "m",
         "device_model_spec": {"max_context": 1024, "max_concurrency": 1}}
 STEM = "point_isl-16_osl-20_con-1_n-4"
@@ -65,24 +65,27 @@ def _bench(run_dir: str, url: str, wargs: dict) -> subprocess.Popen:
     spec = os.path.join(run_dir, "model_spec.json")
     with open(spec, "w") as fh:
         json.dump(SPEC, fh)
-    env = dict(os.environ, PYTHONPATH=REPO, TT_SERVED_MODEL_NAME="m", TT_TOKENIZER_DIR="")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TT_SERVED_MODEL_NAME="m", TT_TOKENIZER_DIR="")
     env.pop("OPENAI_API_KEY", None)
-    return subprocess.Popen([sys.executable, os.path.join(REPO, "benchmarking", "run_benchmarks.py"), "--run-dir",
+    return subprocess.Popen([sys.executable, os.path.join(REPO_ROOT, "benchmarking", "run_benchmarks.py"), "--run-dir",
                              run_dir, "--model-spec-json", spec, "--server-url", url, "--workflow-args-json",
                              json.dumps(wargs), "--disable-trace-capture"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 
 @pytest.fixture
-def slow_fake(tmp_path):
+def slow_fake(tmp_path, fake_server_process):
     # 20 tokens x 50 ms = 1 s a request: a 4-request point at concurrency 1 takes ~4 s
     log = tmp_path / "fake.requests.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarking.fault_server", "--port", "0", "--model", "m",
-                             "--itl-ms", "50", "--request-log", str(log)], stdout=subprocess.PIPE, text=True,
-                            cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO))
-    yield f"http://127.0.0.1:{int(proc.stdout.readline().split()[1])}", log
-    proc.kill()
-    proc.wait()
+    fake = fake_server_process("benchmarking.fault_server", "--model", "m", "--itl-ms", "50", "--request-log", str(log))
+    return fake.url, log
+
+
+def _wait_for_second_request(log) -> None:
+    end = time.monotonic() + 60
+    while time.monotonic() < end and (not log.exists() or len(log.read_text().splitlines()) < 2):
+        time.sleep(0.1)  # until the first request is done and the second in flight
+    time.sleep(0.3)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -91,10 +94,7 @@ def test_signal_mid_point_writes_a_partial_point_and_resume_reruns_it(tmp_path, 
     run_dir = str(tmp_path / "run")
     bdir = os.path.join(run_dir, "benchmarks")
     proc = _bench(run_dir, url, {"points": "16x20x1x4"})
-    end = time.monotonic() + 60
-    while time.monotonic() < end and (not log.exists() or len(log.read_text().splitlines()) < 2):
-        time.sleep(0.1)  # until the first request is done and the second in flight
-    time.sleep(0.3)
+    _wait_for_second_request(log)
     proc.send_signal(signum)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signum, out
@@ -109,3 +109,18 @@ def test_signal_mid_point_writes_a_partial_point_and_resume_reruns_it(tmp_path, 
     assert again.returncode == 0 and "skipping (resume)" not in out2, out2
     rec = json.load(open(os.path.join(bdir, STEM + ".json")))
     assert rec["complete"] is True and rec["interrupted"] is None and rec["metrics"]["completed"] == 4
+
+
+def test_parent_death_with_stdout_gone_still_writes_the_partial_point(tmp_path, slow_fake):
+    """run.py SIGKILLed: its pipe has no reader and the parent-death SIGTERM arrives; the files come first."""
+    url, log = slow_fake
+    run_dir = str(tmp_path / "run")
+    proc = _bench(run_dir, url, {"points": "16x20x1x4"})
+    _wait_for_second_request(log)
+    proc.stdout.close()  # the reader is gone: every later write to stdout fails with EPIPE
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    rec = json.load(open(os.path.join(run_dir, "benchmarks", STEM + ".json")))
+    assert rec["interrupted"] == "SIGTERM" and rec["complete"] is False and rec["metrics"]["completed"] >= 1
+    outputs = json.load(open(os.path.join(run_dir, "benchmarks", "outputs.json")))
+    assert outputs["interrupted"] == "SIGTERM"

@@ -193,3 +193,13 @@ def test_run_py_deploy_rejects_an_unknown_key_before_doing_anything(tmp_path):
     assert result.returncode == 2
     assert "replica" in result.stderr + result.stdout
     assert not (tmp_path / "run" / "deploy").exists()
+
+
+def test_media_specs_read_the_media_servers_api_key(catalog):
+    media = [s for s in catalog.specs.values() if s.engine.value == "media"]
+    assert media, "the catalog has media specs"
+    objects = _by_kind(render_manifests(media[0], DeployOptions(client_image="c")))
+    env = {e["name"]: e for e in objects["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["API_KEY"]["valueFrom"]["secretKeyRef"]["optional"] is False and "VLLM_API_KEY" not in env
+    job_env = objects["Job"]["spec"]["template"]["spec"]["containers"][0]["env"][0]
+    assert job_env["valueFrom"]["secretKeyRef"]["key"] == "API_KEY"

@@ -118,7 +118,10 @@ def test_a_wrong_key_fails_every_request_and_is_counted(mock_cnn_server, tmp_pat
             os.environ["OPENAI_API_KEY"] = env_key
     assert done.returncode == 0, done.stdout + done.stderr   # the report judges the failures
     point = MediaPoint.read(tmp_path / "benchmarks" / "media_point_cnn_con-2.json")
-    assert (point.completed, point.failed, point.failures_by_class) == (0, 4, {"http_401": 4})
+    assert (point.completed, point.failed) == (0, 4)
+    # A server may answer 401 and close before it has read a large upload: that request's client
+    # sees a reset connection instead of the 401. Either way it is counted and classified.
+    assert set(point.failures_by_class) <= {"http_401", "connection"} and point.failures_by_class.get("http_401")
     assert point.error_rate == 1.0
 
 

@@ -127,8 +127,8 @@ def test_skipped_sections_are_listed_not_failed(make_run):
     assert record.verdict.result == "PASS"
     reasons = {s.section: s.reason for s in record.sections_not_run}
     assert reasons == {"evals": "skipped: --skip-evals",
-                       "tests": "skipped: spec tests come in a later issue",
-                       "stress_tests": "skipped: stress tests come in a later issue"}
+                       "tests": "skipped: spec tests are not implemented yet",
+                       "stress_tests": "skipped: stress tests are not implemented yet"}
     assert record.tests.ran is False and record.stress_tests.ran is False
 
 
@@ -211,7 +211,7 @@ def test_markdown_has_every_section_and_legend(make_run):
     assert ("(E2EL - TTFT) / (output tokens - 1)" in md
             or "(e2el - ttft) / (output_tokens - 1)" in md)
     assert "python3 run.py --model SmolLM2-135M-Instruct --workflow release --device cpu" in md
-    assert "Not run (skipped: spec tests come in a later issue)" in md
+    assert "Not run (skipped: spec tests are not implemented yet)" in md
     assert re.search(r"\| 128 \| 128 \| 4 \| 16 \| 150\.0 \| 40\.0 \| 25\.00 \| 100\.0 \|", md)
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import jwt
 
+from contracts import REPO_ROOT
 from workflows.auth import REDACTED, SECRET_ENV_NAMES, Redactor, load_dotenv, make_jwt, resolve_auth
 
-LAUNCHER = Path(__file__).resolve().parents[2] / "vllm-tt-metal" / "src" / "run_vllm_api_server.py"
+LAUNCHER = REPO_ROOT / "vllm-tt-metal" / "src" / "run_vllm_api_server.py"
 
 
 def _launcher():

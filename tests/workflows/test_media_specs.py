@@ -1,6 +1,7 @@
 """Media catalog entries, their targets, the docker plan for a media server, and client routing."""
 from __future__ import annotations
 
+import copy
 import shlex
 
 import pytest
@@ -84,7 +85,7 @@ def test_cpu_media_plan_has_no_tt_devices(tmp_path):
 
 @pytest.mark.parametrize("model_type, variant", [("image", True), ("cnn", True), ("text", False), ("LLM", False)])
 def test_client_variant_follows_the_model_kind(model_type, variant):
-    s = spec("tiny-diffusion-cpu", "cpu")
+    s = copy.deepcopy(spec("tiny-diffusion-cpu", "cpu"))  # the catalog is cached: never mutate its specs
     s.model_type = model_type
     scripts = client_scripts(s)
     assert (scripts is MEDIA_CLIENT_SCRIPTS) is variant

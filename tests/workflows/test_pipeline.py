@@ -380,3 +380,14 @@ def test_server_dying_mid_run_stops_with_log_tail_and_keeps_results(tmp_path) ->
     assert steps["teardown"]["status"] == "passed"
     closing = "\n".join(result.stdout.strip().splitlines()[-10:])
     assert "error: run failed: the server exited (code 7) during benchmarks" in closing, closing
+
+
+def test_release_children_get_only_the_workflow_args_they_accept():
+    from workflows.clients import args_for
+
+    given = {"mode": "smoke", "slo": "ttft_p99:2000", "markers": "sampling", "goodput": "ttft:500", "run_mode": "capacity"}
+    assert args_for(WorkflowType.BENCHMARKS, given) == {"mode": "smoke", "goodput": "ttft:500"}
+    assert args_for(WorkflowType.TESTS, given) == {"mode": "smoke", "markers": "sampling"}
+    stress = args_for(WorkflowType.STRESS_TESTS, given)
+    assert stress["slo"] == "ttft_p99:2000" and "markers" not in stress and "goodput" not in stress
+    assert args_for(WorkflowType.REPORTS, given) == given

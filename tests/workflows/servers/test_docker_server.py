@@ -26,6 +26,7 @@ import requests
 
 from contracts import REPO_ROOT
 from contracts.model_spec import DeviceType, ModelSpec
+from contracts.openai_http import bearer_headers
 from workflows.servers import ServerDied, ServerStartError, start_server
 from workflows.servers.docker_server import (
     CONTAINER_WEIGHTS_ROOT,
@@ -192,7 +193,7 @@ def test_real_completion_through_published_port(real_container):
     url = handle.base_url + "/v1/completions"
     body = {"model": handle.served_model_name, "prompt": "The capital of France is", "max_tokens": 4, "temperature": 0}
     assert requests.post(url, json=body, timeout=60).status_code == 401
-    resp = requests.post(url, json=body, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+    resp = requests.post(url, json=body, headers=bearer_headers(key), timeout=120)
     assert resp.status_code == 200 and "Paris" in resp.json()["choices"][0]["text"]
 
 

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 import requests
 
+from contracts import REPO_ROOT
 from contracts.model_spec import ModelSpec
+from contracts.openai_http import bearer_headers
 from tests.helpers import free_port
 from workflows.readiness import ReadinessTimeout, wait_until_ready
 from workflows.servers import ServerDied, ServerLaunch, ServerStartError, start_server
@@ -84,7 +86,7 @@ def real_server(tmp_path_factory):
 
 
 def _post(handle, key, path, body, **kw):
-    return requests.post(handle.base_url + path, json=body, headers={"Authorization": f"Bearer {key}"},
+    return requests.post(handle.base_url + path, json=body, headers=bearer_headers(key),
                          timeout=120, **kw)
 
 
@@ -95,12 +97,12 @@ def test_auth_enforced_and_models(real_server):
     assert handle.base_url.startswith("http://127.0.0.1:")
     assert requests.get(handle.base_url + "/health", timeout=10).status_code == 200
     assert requests.get(handle.base_url + "/v1/models", timeout=10).status_code == 401
-    assert requests.get(handle.base_url + "/v1/models", headers={"Authorization": "Bearer wrong"},
+    assert requests.get(handle.base_url + "/v1/models", headers=bearer_headers("wrong"),
                         timeout=10).status_code == 401
     no_bearer = requests.post(handle.base_url + "/v1/completions", json={"model": handle.served_model_name,
                                                                          "prompt": "hi", "max_tokens": 1}, timeout=30)
     assert no_bearer.status_code == 401
-    models = requests.get(handle.base_url + "/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+    models = requests.get(handle.base_url + "/v1/models", headers=bearer_headers(key), timeout=10)
     assert [m["id"] for m in models.json()["data"]] == ["SmolLM2-135M-Instruct"]
 
 
@@ -141,7 +143,7 @@ def test_streaming_with_usage_and_tokenizer_info(real_server):
             if line.startswith(b"data: ") and line != b"data: [DONE]":
                 chunks.append(json.loads(line[6:]))
     assert chunks[-1]["usage"]["completion_tokens"] == 5
-    info = requests.get(handle.base_url + "/tokenizer_info", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+    info = requests.get(handle.base_url + "/tokenizer_info", headers=bearer_headers(key), timeout=10)
     assert info.status_code == 200
 
 
@@ -255,7 +257,7 @@ def _start_from_doomed_parent(tmp_path: Path, outlive: bool) -> int:
     engine = fake_engine(tmp_path, "sleep 60\n")
     code = textwrap.dedent(f"""
         import json, sys, time
-        sys.path.insert(0, {str(Path(__file__).resolve().parents[3])!r})
+        sys.path.insert(0, {str(REPO_ROOT)!r})
         from pathlib import Path
         from workflows.servers import ServerLaunch, start_server
         from contracts.model_spec import ModelSpec
