@@ -273,7 +273,8 @@ def build_context(recipe: ImageRecipe, into: Path) -> Path:
         dst = into / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():
-            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".env", "benchmarks"))
+            shutil.copytree(src, dst, dirs_exist_ok=True,  # the Dockerfile may live inside it
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".env", "benchmarks"))
         else:
             shutil.copy2(src, dst)
     (into / "VERSION").write_text(project_version() + "\n")

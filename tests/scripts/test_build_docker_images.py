@@ -115,3 +115,12 @@ def test_cpu_images_build_from_their_dockerfiles_and_pass_the_smoke_test(tmp_pat
         inspect = subprocess.run(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", plan.tag],
                                  capture_output=True, text=True)
         assert inspect.returncode == 0 and plan.recipe.name in inspect.stdout
+
+
+def test_media_build_context_holds_the_server_and_its_dockerfile(tmp_path):
+    """The media Dockerfile lives inside the directory it copies: both must land in the context."""
+    context = bdi.build_context(bdi.RECIPES["media-cpu"], tmp_path)
+    assert (context / "tt-media-server" / "media.cpu.Dockerfile").is_file()
+    assert (context / "tt-media-server" / "main.py").is_file()
+    assert (context / "requirements" / "media-server.txt").is_file()
+    assert not list(context.rglob("__pycache__"))

@@ -53,6 +53,16 @@ SCRIPT = textwrap.dedent("""
         reference = backend.tokenizer.decode(out[0, len(ids):], skip_special_tokens=True)
         result.append({"slot_loop": texts.get(str(i), ""), "generate": reference})
     print("RESULT " + json.dumps(result))
+    # min_tokens holds end-of-sequence back on the backend's (inference-mode) logits.
+    engine.submit("m", TextRequest(messages=[{"role": "user", "content": "Say just the word yes."}],
+                                   max_tokens=24, min_tokens=20, temperature=0.0))
+    held = None
+    while engine.has_work():
+        for event in engine.step():
+            if event.type == "done" and event.request_id == "m":
+                held = event.data["completion_tokens"]
+            assert event.type != "error", event
+    print("MIN_TOKENS " + json.dumps(held))
 """)
 
 
@@ -69,3 +79,5 @@ def test_greedy_slot_loop_equals_model_generate():
     for result in results:
         assert result["slot_loop"], result
         assert result["slot_loop"] == result["generate"], result
+    held = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("MIN_TOKENS "))[11:])
+    assert held is not None and held >= 20, held

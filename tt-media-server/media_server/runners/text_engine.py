@@ -275,8 +275,13 @@ class SlotEngine:
     def _sample(self, logits, slots: list[Slot]) -> list[int]:
         """Greedy rows by argmax in one op; sampled rows each with their own generator."""
         torch = self._torch
-        for row, slot in enumerate(slots):
-            if slot.generated < slot.request.min_tokens and not slot.request.ignore_eos:
+        held = [row for row, slot in enumerate(slots)
+                if slot.generated < slot.request.min_tokens and not slot.request.ignore_eos]
+        if held:
+            # The backend's logits come out of inference mode: masking them in place is refused,
+            # so the rows that must not end yet are masked on a copy.
+            logits = logits.clone()
+            for row in held:
                 logits[row, list(self.backend.eos_token_ids)] = float("-inf")
         tokens = logits.argmax(dim=-1).tolist()
         for row, slot in enumerate(slots):
