@@ -9,9 +9,6 @@ import pytest
 from benchmarking.prompts import (LocalTokenizer, jsonl_prompts, random_prompts, request_body,
                                   shared_prefix_prompts)
 
-SMOLLM2 = "/tmp/exp/smollm2"
-
-
 def test_random_prompts_survive_decode_reencode(tiny_tokenizer_dir):
     tok = LocalTokenizer(tiny_tokenizer_dir)
     prompts = random_prompts(tok, 40, 12, seed=1)
@@ -23,9 +20,9 @@ def test_random_prompts_survive_decode_reencode(tiny_tokenizer_dir):
     assert all(abs(p.token_len - 40) <= 3 for p in prompts)
 
 
-@pytest.mark.skipif(not os.path.exists(os.path.join(SMOLLM2, "tokenizer.json")), reason="SmolLM2 not on this machine")
-def test_random_prompts_exact_with_real_model_tokenizer():
-    tok = LocalTokenizer(SMOLLM2)
+@pytest.mark.integration  # needs the packaged SmolLM2 converted (once per machine, shared with the real server)
+def test_random_prompts_exact_with_real_model_tokenizer(smollm2_dir):
+    tok = LocalTokenizer(str(smollm2_dir))
     for p in random_prompts(tok, 128, 8, seed=2):
         assert p.token_len == 128 == len(tok.encode(p.text))
 

@@ -42,17 +42,19 @@ def test_valid_token_yields_its_claims():
     assert verify(_token({"team_id": "t"}), POLICY)["team_id"] == "t"  # no exp: allowed by default
 
 
-@pytest.mark.parametrize("token, reason", [
-    (_token({"team_id": "t"}, secret="another-secret-0123456789abcdef"), "signature is invalid"),
-    (_token({"team_id": "t", "exp": int(time.time()) - 5}), "expired"),
-    (_token({"token_id": "x"}), "required claim 'team_id'"),
-    (_token({"team_id": "t", "nbf": int(time.time()) + 600}), "not yet valid"),
-    (_token({"team_id": "t"}, algorithm="HS512"), "algorithm"),
-    ("not.a.jwt", "malformed"),
+# Tokens are minted when the test runs, not at collection: a suite that runs for more than ten
+# minutes would otherwise see the "not yet valid" token become valid.
+@pytest.mark.parametrize("mint, reason", [
+    (lambda: _token({"team_id": "t"}, secret="another-secret-0123456789abcdef"), "signature is invalid"),
+    (lambda: _token({"team_id": "t", "exp": int(time.time()) - 5}), "expired"),
+    (lambda: _token({"token_id": "x"}), "required claim 'team_id'"),
+    (lambda: _token({"team_id": "t", "nbf": int(time.time()) + 600}), "not yet valid"),
+    (lambda: _token({"team_id": "t"}, algorithm="HS512"), "algorithm"),
+    (lambda: "not.a.jwt", "malformed"),
 ])
-def test_bad_tokens_are_rejected_with_the_reason(token, reason):
+def test_bad_tokens_are_rejected_with_the_reason(mint, reason):
     with pytest.raises(TokenRejected, match=reason):
-        verify(token, POLICY)
+        verify(mint(), POLICY)
 
 
 def test_unsigned_token_is_rejected():

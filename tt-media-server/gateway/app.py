@@ -16,6 +16,9 @@ Rules:
 - A client that disconnects mid-stream closes the upstream connection at once, so the upstream
   cancels the request (the media server frees the user's slot).
 - Upstream unreachable: 502; upstream silent past ``read_timeout_s``: 504; both JSON.
+- The upstream hop is ``gateway.upstream`` (raw asyncio streams, keep-alive pool), not a general
+  HTTP client: it keeps the added first-byte latency to about one local hop
+  (``scripts/bench_gateway.py``).
 """
 from __future__ import annotations
 
@@ -24,14 +27,14 @@ import json
 import logging
 from typing import Any
 
-import httpx
-
 from gateway.tokens import TokenPolicy, TokenRejected, bearer_token, verify
+from gateway.upstream import UpstreamError, UpstreamPool, UpstreamResponse, UpstreamTimeout
 
 log = logging.getLogger("gateway")
 HOP_BY_HOP = {b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
               b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length"}
 DEFAULT_OPEN_PATHS = ("/health", "/tt-liveness", "/ping")
+BUFFERED_BODY_LIMIT = 1 << 20  # request bodies up to this size are read whole (replayable)
 
 
 def _json_response(status: int, message: str, error_type: str, extra_headers=()) -> tuple[dict, dict]:
@@ -52,19 +55,16 @@ class Gateway:
         self.policy = policy
         self.open_paths = frozenset(open_paths)
         self.upstream_authorization = upstream_authorization
-        self._timeout = httpx.Timeout(connect=connect_timeout_s, read=read_timeout_s,
-                                      write=read_timeout_s, pool=connect_timeout_s)
-        self._limits = httpx.Limits(max_connections=max_connections,
-                                    max_keepalive_connections=max_connections)
-        self._client: httpx.AsyncClient | None = None
+        self._pool_args = (connect_timeout_s, read_timeout_s, max_connections)
+        self._pool: UpstreamPool | None = None
         self.rejected = 0
         self.forwarded = 0
 
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self._timeout, limits=self._limits,
-                                             follow_redirects=False, trust_env=False)
-        return self._client
+    def pool(self) -> UpstreamPool:
+        if self._pool is None:
+            connect, read, idle = self._pool_args
+            self._pool = UpstreamPool(self.upstream, connect, read, max_idle=idle)
+        return self._pool
 
     async def __call__(self, scope: dict, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -92,58 +92,48 @@ class Gateway:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                self.client()
+                self.pool()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                if self._client is not None:
-                    await self._client.aclose()
+                if self._pool is not None:
+                    self._pool.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    def _upstream_headers(self, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-        # Content-Length is kept so the body streams upstream with the client's framing (httpx
-        # then sends it as is, not re-chunked: some servers do not read chunked request bodies).
+    def _upstream_headers(self, headers: list[tuple[bytes, bytes]], chunked_body: bool) -> list[tuple[bytes, bytes]]:
+        # Content-Length is kept so the body goes upstream with the client's framing; a body of
+        # unknown length is re-chunked (Transfer-Encoding is hop-by-hop).
         out = [(k, v) for k, v in headers if (k not in HOP_BY_HOP or k == b"content-length")
                and not (k == b"authorization" and self.upstream_authorization is not None)]
         if self.upstream_authorization is not None:
             out.append((b"authorization", self.upstream_authorization.encode("latin-1")))
+        if chunked_body:
+            out.append((b"transfer-encoding", b"chunked"))
         return out
 
     async def _forward(self, scope: dict, receive, send, headers) -> None:
+        target = scope.get("raw_path") or scope["path"].encode()
+        target = target.split(b"?", 1)[0].decode("latin-1")
         query = scope.get("query_string", b"")
-        url = self.upstream + scope.get("raw_path", scope["path"].encode()).decode("latin-1").split("?")[0]
         if query:
-            url += "?" + query.decode("latin-1")
+            target += "?" + query.decode("latin-1")
         body_done = asyncio.Event()
-        has_body = any(k in (b"content-length", b"transfer-encoding") for k, _ in headers)
-
-        async def request_body():
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    raise ClientGone()
-                chunk = message.get("body", b"")
-                if chunk:
-                    yield chunk
-                if not message.get("more_body", False):
-                    body_done.set()
-                    return
-
-        content: Any = request_body() if has_body else None
-        if content is None:
-            body_done.set()
-        request = self.client().build_request(scope["method"], url, headers=self._upstream_headers(headers),
-                                              content=content)
+        length = next((v for k, v in headers if k == b"content-length"), None)
+        chunked_body = length is None and any(k == b"transfer-encoding" for k, _ in headers)
         try:
-            response = await self.client().send(request, stream=True)
+            body = await self._request_body(receive, length, chunked_body, body_done)
         except ClientGone:
             return
-        except httpx.TimeoutException:
+        head = self.pool().head(scope["method"], target, self._upstream_headers(headers, chunked_body))
+        try:
+            response = await self.pool().request(head, body, chunked_body)
+        except ClientGone:
+            return
+        except UpstreamTimeout:
             await self._send_error(send, 504, "upstream did not answer in time", "upstream_timeout")
             return
-        except httpx.HTTPError as exc:
-            await self._send_error(send, 502, f"upstream {self.upstream} unreachable: "
-                                              f"{type(exc).__name__}", "bad_gateway")
+        except UpstreamError as exc:
+            await self._send_error(send, 502, f"upstream {self.upstream} unreachable: {exc}", "bad_gateway")
             return
         self.forwarded += 1
         watcher = asyncio.ensure_future(self._wait_disconnect(receive, body_done))
@@ -155,20 +145,48 @@ class Gateway:
                 if not task.done():
                     task.cancel()
             await asyncio.gather(watcher, relay, return_exceptions=True)
-            await response.aclose()  # a gone client closes the upstream connection: it cancels
+            response.close()  # unless read to its end: a gone client closes the upstream connection
 
-    async def _relay(self, response: httpx.Response, send) -> None:
-        out_headers = [(k, v) for k, v in response.headers.raw if k.lower() not in HOP_BY_HOP]
-        length = response.headers.get("content-length")
-        if length is not None:
-            out_headers.append((b"content-length", length.encode()))
-        await send({"type": "http.response.start", "status": response.status_code, "headers": out_headers})
-        try:
-            async for chunk in response.aiter_raw():
+    async def _request_body(self, receive, length: bytes | None, chunked_body: bool, body_done: asyncio.Event):
+        """The request body: bytes when small and of known length (replayable), else a stream."""
+        if length is None and not chunked_body:
+            body_done.set()
+            return None
+        if length is not None and int(length) <= BUFFERED_BODY_LIMIT:
+            parts = []
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ClientGone()
+                parts.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    body_done.set()
+                    return b"".join(parts)
+
+        async def stream():
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ClientGone()
+                chunk = message.get("body", b"")
                 if chunk:
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except httpx.HTTPError as exc:
-            log.warning("upstream stream broke: %s", type(exc).__name__)
+                    yield chunk
+                if not message.get("more_body", False):
+                    body_done.set()
+                    return
+
+        return stream()
+
+    async def _relay(self, response: UpstreamResponse, send) -> None:
+        out_headers = [(k, v) for k, v in response.headers if k not in HOP_BY_HOP]
+        if response.length is not None:
+            out_headers.append((b"content-length", str(response.length).encode()))
+        await send({"type": "http.response.start", "status": response.status, "headers": out_headers})
+        try:
+            async for chunk in response.body():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except UpstreamError as exc:
+            log.warning("upstream stream broke: %s", exc)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     @staticmethod

@@ -490,24 +490,47 @@ class Scheduler:
             raise
 
     async def stream(self, model: str | None, kind: str, payload: Any,
-                     deadline_s: float | None = None) -> AsyncIterator[StreamEvent]:
-        """Run one request on a streaming runner; yields chunk events, then the done event."""
+                     deadline_s: float | None = None,
+                     merge: Callable[[Any, Any], Any] | None = None) -> AsyncIterator[StreamEvent]:
+        """Run one request on a streaming runner; yields chunk events, then the done event.
+
+        ``merge(data, later_data)``, when given, folds the chunks already queued for this request
+        into one: a reader that fell behind the worker then pays its per-chunk cost (framing,
+        one HTTP write) once per read, not once per token.
+        """
         pool = self.pool(model, kind)
         deadline_s = deadline_s or self.settings.default_inference_timeout_seconds
         pending = pool.admit(payload, deadline_s, stream=True)
+        events = pending.events
+        held = None
         try:
             while True:
-                timeout = max(0.0, pending.deadline - time.monotonic())
-                try:
-                    event = await asyncio.wait_for(pending.events.get(), timeout)
-                except asyncio.TimeoutError:
-                    if not pending.events.empty():
-                        continue
-                    if pending.deadline > time.monotonic():
-                        continue
-                    raise pool.expire(pending) from None
+                if held is not None:
+                    event, held = held, None
+                elif not events.empty():
+                    event = events.get_nowait()  # no timer to arm when the event is already here
+                else:
+                    timeout = max(0.0, pending.deadline - time.monotonic())
+                    try:
+                        event = await asyncio.wait_for(events.get(), timeout)
+                    except asyncio.TimeoutError:
+                        if not events.empty():
+                            continue
+                        if pending.deadline > time.monotonic():
+                            continue
+                        raise pool.expire(pending) from None
                 if isinstance(event, MediaError):
                     raise event
+                if merge is not None and event.type == "chunk":
+                    data = event.data
+                    while not events.empty():
+                        later = events.get_nowait()
+                        if isinstance(later, MediaError) or later.type != "chunk":
+                            held = later
+                            break
+                        data = merge(data, later.data)
+                    if data is not event.data:
+                        event = StreamEvent(event.request_id, "chunk", data)
                 yield event
                 if event.type == "done":
                     return

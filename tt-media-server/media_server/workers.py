@@ -133,6 +133,15 @@ def _batch_loop(conn, inbox: queue.Queue, runner, observe: Callable[[float, int]
 
 
 def _streaming_loop(conn, inbox: queue.Queue, runner, observe: Callable[[float, int], None]) -> None:
+    outbox = _EventSender(conn, inbox)
+    try:
+        _run_streaming(outbox, inbox, runner, observe)
+    finally:
+        outbox.close()
+
+
+def _run_streaming(outbox: "_EventSender", inbox: queue.Queue, runner,
+                   observe: Callable[[float, int], None]) -> None:
     while True:
         try:
             message = inbox.get(block=not runner.has_work())
@@ -146,9 +155,8 @@ def _streaming_loop(conn, inbox: queue.Queue, runner, observe: Callable[[float, 
                 try:
                     runner.add(message[1], message[2])
                 except Exception as exc:  # noqa: BLE001 - only this request fails
-                    conn.send(("events", [(message[1], "error",
-                                           {"status": getattr(exc, "status", 500),
-                                            "message": f"{type(exc).__name__}: {exc}"})], 0.0))
+                    outbox.send([(message[1], "error", {"status": getattr(exc, "status", 500),
+                                                        "message": f"{type(exc).__name__}: {exc}"})], 0.0)
             elif kind == "cancel":
                 runner.cancel(message[1])
             try:
@@ -159,9 +167,55 @@ def _streaming_loop(conn, inbox: queue.Queue, runner, observe: Callable[[float, 
             started = time.perf_counter()
             events = runner.step()
             seconds = time.perf_counter() - started
-            observe(seconds, len(events))
             if events:
-                conn.send(("events", [(e.request_id, e.type, e.data) for e in events], seconds))
+                outbox.send([(e.request_id, e.type, e.data) for e in events], seconds)
+            observe(seconds, len(events))
+
+
+class _EventSender:
+    """Writes ("events", ...) messages to the pipe on its own thread.
+
+    Why: pickling and the pipe write then overlap the runner's next step (a device wait releases
+    the GIL) instead of adding to every step's time, and events queued while the pipe was busy
+    go as ONE message (their lists joined, in order). A broken pipe stops the worker's loop.
+    """
+
+    def __init__(self, conn, inbox: queue.Queue):
+        self._conn = conn
+        self._inbox = inbox
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="event-sender", daemon=True)
+        self._thread.start()
+
+    def send(self, events: list, seconds: float) -> None:
+        self._queue.put((events, seconds))
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Flush what is queued (deadline ``timeout_s``), then stop the thread."""
+        self._queue.put(None)
+        self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            events, seconds = item
+            closing = False
+            while not self._queue.empty():
+                more = self._queue.get_nowait()
+                if more is None:
+                    closing = True
+                    break
+                events = events + more[0]
+                seconds = more[1] or seconds
+            try:
+                self._conn.send(("events", events, seconds))
+            except (OSError, EOFError, ValueError):
+                self._inbox.put(("stop",))  # the server went away: end the loop
+                return
+            if closing:
+                return
 
 
 class WorkerHandle:

@@ -1,7 +1,7 @@
 """``--local-server``: the launcher as a process on this host, in its own process group.
 
 Why a process group: vLLM forks an EngineCore and workers; killing only the API server's PID can
-leave them behind. ``start_new_session=True`` makes the launcher the leader of a new group (and
+leave them behind. ``start_new_session=True`` makes the launcher lead a new process group (and
 keeps a terminal's Ctrl-C away from it, so *we* decide the order of teardown); ``stop`` signals
 the whole group: SIGTERM, then SIGKILL after the timeout.
 """

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from media_server.api.common import run_request, scheduler_of
+from media_server.api.text import merge_text_chunks
 from media_server.auth import require_api_key
 from media_server.errors import MediaError
 from media_server.runners.text_params import InvalidTextRequest, TextRequest
@@ -76,7 +77,7 @@ async def _inference(request: Request, model: str | None):
     scheduler = scheduler_of(request)
     try:
         pool = scheduler.pool(model, KIND)
-        events = scheduler.stream(pool.model_id, KIND, text_request.to_dict())
+        events = scheduler.stream(pool.model_id, KIND, text_request.to_dict(), merge=merge_text_chunks)
         first = await run_request(request, _first(events))
     except MediaError as exc:
         headers = {"Retry-After": str(max(1, int(exc.retry_after)))} if exc.retry_after else None

@@ -141,7 +141,7 @@ async def _respond(request: Request, body: dict[str, Any], text_request: TextReq
     pool = scheduler.pool(model, KIND)
     served = pool.model_id
     stream = bool(body.get("stream", False))
-    events = scheduler.stream(served, KIND, text_request.to_dict())
+    events = scheduler.stream(served, KIND, text_request.to_dict(), merge=merge_text_chunks)
     if not stream:
         return JSONResponse(await run_request(request, _collect(events, served, chat)))
     include_usage = bool((body.get("stream_options") or {}).get("include_usage", False))
@@ -149,6 +149,11 @@ async def _respond(request: Request, body: dict[str, Any], text_request: TextReq
     return StreamingResponse(_sse(events, first, served, chat, include_usage),
                              media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def merge_text_chunks(data: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    """Two queued text chunks of one request as one (a lagging reader sends them in one write)."""
+    return {"text": data["text"] + later["text"], "tokens": data.get("tokens", 1) + later.get("tokens", 1)}
 
 
 async def _first_event(events: AsyncIterator) -> Any:

@@ -16,6 +16,10 @@ import time
 
 VOCAB_SIZE = 512
 EOS_ID = 2
+# The fake device is polled like a real one (TT-Metal's host spins on the completion queue):
+# sleep until this close to the step's end, then poll. A plain sleep overshoots by an OS
+# wake-up (0.2-0.3 ms on a loaded host), which would be counted as the server's own overhead.
+POLL_WINDOW_S = 0.0005
 FIRST_WORD_ID = 3
 _EOS_AFTER = re.compile(r"<mock-eos-after=(\d+)>")
 
@@ -85,6 +89,10 @@ class MockSlotBackend:
         self.max_model_len = max_model_len
         self.eos_token_ids = {EOS_ID}
         self._streams: list[FakeStream] = []
+        # Row t is the logits of "next token t"; a step's logits are rows of this table (one op:
+        # torch ops are ~10x slower right after the worker wakes, so fewer ops is less overhead).
+        self._one_hot = torch.zeros(VOCAB_SIZE, VOCAB_SIZE)
+        self._one_hot.fill_diagonal_(30.0)
 
     def encode_prompt(self, prompt: str) -> list[int]:
         return self.tokenizer.encode(prompt)
@@ -101,7 +109,7 @@ class MockSlotBackend:
 
     def prefill(self, sequence: MockSequence, token_ids: list[int]):
         if self.prefill_s_per_token:
-            time.sleep(self.prefill_s_per_token * len(token_ids))
+            _device_wait(self.prefill_s_per_token * len(token_ids))
         sequence.prompt_ids.extend(token_ids)
         sequence.length += len(token_ids)
         # The fake's stream is fixed by the whole prompt; it is (re)made after each chunk.
@@ -114,7 +122,7 @@ class MockSlotBackend:
 
     def decode_step(self, last_tokens: list[int]):
         if self.step_s:
-            time.sleep(self.step_s)
+            _device_wait(self.step_s)
         return self._logits([stream.next() for stream in self._streams])
 
     def remove(self, rows: list[int]) -> None:
@@ -129,7 +137,16 @@ class MockSlotBackend:
         self._streams = []
 
     def _logits(self, tokens: list[int]):
-        """One-hot-like logits: [B, VOCAB_SIZE], 30 at each row's token (a fresh tensor per step)."""
-        torch = self._torch
-        index = torch.tensor(tokens, dtype=torch.long).unsqueeze(1)
-        return torch.zeros(len(tokens), VOCAB_SIZE).scatter_(1, index, 30.0)
+        """One-hot-like logits: [B, VOCAB_SIZE], 30 at each row's token (read-only for the caller)."""
+        if len(tokens) == 1:
+            return self._one_hot[tokens[0]:tokens[0] + 1]
+        return self._one_hot[tokens]
+
+
+def _device_wait(seconds: float) -> None:
+    """Stand-in for the device's time: sleep, then poll the last POLL_WINDOW_S until it is over."""
+    deadline = time.perf_counter() + seconds
+    if seconds > POLL_WINDOW_S:
+        time.sleep(seconds - POLL_WINDOW_S)
+    while time.perf_counter() < deadline:
+        pass
