@@ -88,7 +88,7 @@ def validate_workflow_args(workflow: WorkflowType, args: dict[str, str]) -> None
         raise WorkflowArgsError(f"--workflow-args mode={mode!r} is not one of: {', '.join(MODES)}")
 
 
-def client_workflow_parser(description: str) -> "argparse.ArgumentParser":
+def client_workflow_parser(description: str, *, server_required: bool = False) -> "argparse.ArgumentParser":
     """The arguments every client workflow entry script accepts (the orchestrator's child contract).
 
     One definition, so the contract in docs/architecture.md cannot drift between entry scripts;
@@ -99,7 +99,10 @@ def client_workflow_parser(description: str) -> "argparse.ArgumentParser":
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--run-dir", required=True, help="the run directory (results land below it)")
     parser.add_argument("--model-spec-json", required=True, help="the resolved ModelSpec (RUN_DIR/model_spec.json)")
-    parser.add_argument("--server-url", default="", help="base URL of the server (empty for file-only workflows)")
+    if server_required:
+        parser.add_argument("--server-url", required=True, help="base URL of the server")
+    else:
+        parser.add_argument("--server-url", default="", help="base URL of the server (empty for file-only workflows)")
     parser.add_argument("--workflow-args-json", default="{}", help="--workflow-args as a JSON object")
     parser.add_argument("--disable-trace-capture", action="store_true",
                         help="the orchestrator already warmed the server up")

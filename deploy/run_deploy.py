@@ -23,6 +23,7 @@ if __package__ in (None, ""):  # run as a script: import from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from contracts.model_spec import ModelSpec, project_version  # noqa: E402
+from contracts.workflow_args import client_workflow_parser  # noqa: E402
 from deploy.k8s import DeployError, DeployOptions, render_manifests, secret_command  # noqa: E402
 
 KUBERNETES_VERSION = "1.33.0"
@@ -93,13 +94,9 @@ def write_chart(out: Path, files: dict[str, str]) -> list[Path]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--run-dir", required=True, type=Path)
-    p.add_argument("--model-spec-json", required=True, type=Path)
-    p.add_argument("--workflow-args-json", default="{}")
-    p.add_argument("--server-url", default=None, help="ignored: deploy renders, it talks to no server")
-    p.add_argument("--disable-trace-capture", action="store_true", help="ignored")
-    return p.parse_args(argv)
+    args = client_workflow_parser(__doc__.split("\n\n")[0]).parse_args(argv)  # a server URL is ignored
+    args.run_dir, args.model_spec_json = Path(args.run_dir), Path(args.model_spec_json)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

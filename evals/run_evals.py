@@ -360,17 +360,12 @@ def select_tasks(config: EvalConfig, wanted: set[str] | None) -> list[EvalTask]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description="Run lm-eval tasks against the served model.")
-    ap.add_argument("--run-dir", required=True, type=Path)
-    ap.add_argument("--model-spec-json", required=True, type=Path)
-    ap.add_argument("--server-url", required=True)
-    ap.add_argument("--workflow-args-json", default="{}")
-    ap.add_argument(
-        "--disable-trace-capture",
-        action="store_true",
-        help="accepted for the common contract; evals send no warm-up sweep (one 1-token preflight only)",
-    )
-    return ap.parse_args(argv)
+    from contracts.workflow_args import client_workflow_parser
+
+    # --disable-trace-capture is accepted for the common contract: evals send no warm-up sweep.
+    args = client_workflow_parser("Run lm-eval tasks against the served model.", server_required=True).parse_args(argv)
+    args.run_dir, args.model_spec_json = Path(args.run_dir), Path(args.model_spec_json)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

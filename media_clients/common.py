@@ -61,13 +61,11 @@ class BadInput(ValueError):
 
 
 def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--run-dir", required=True, type=Path)
-    parser.add_argument("--model-spec-json", required=True, type=Path)
-    parser.add_argument("--server-url", required=True)
-    parser.add_argument("--workflow-args-json", default="{}")
-    parser.add_argument("--disable-trace-capture", action="store_true", help="accepted; media servers warm up themselves")
-    return parser.parse_args(argv)
+    from contracts.workflow_args import client_workflow_parser
+
+    args = client_workflow_parser(description, server_required=True).parse_args(argv)
+    args.run_dir, args.model_spec_json = Path(args.run_dir), Path(args.model_spec_json)
+    return args
 
 
 def client_run(args: argparse.Namespace) -> ClientRun:

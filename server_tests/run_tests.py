@@ -12,7 +12,6 @@ Importing this module is stdlib-only (the orchestrator reads WORKFLOW_ARG_KEYS f
 """
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
@@ -65,13 +64,10 @@ def _now() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="tt-inference-server tests workflow (API conformance)")
-    ap.add_argument("--run-dir", required=True)
-    ap.add_argument("--model-spec-json", required=True)
-    ap.add_argument("--server-url", required=True)
-    ap.add_argument("--workflow-args-json", default="{}")
-    ap.add_argument("--disable-trace-capture", action="store_true")  # the contract passes it; nothing to warm
-    a = ap.parse_args(argv)
+    from contracts.workflow_args import client_workflow_parser
+
+    a = client_workflow_parser("tt-inference-server tests workflow (API conformance)",
+                               server_required=True).parse_args(argv)
     try:
         spec = json.loads(Path(a.model_spec_json).read_text())
         args = json.loads(a.workflow_args_json or "{}")
