@@ -260,3 +260,13 @@ def test_a_task_past_its_deadline_says_so(tmp_path, fake, smollm_spec, write_spe
     assert _main(tmp_path, write_spec(smollm_spec), {"mode": "smoke", "tasks": "tt_offline_qa"}) == 1
     assert _record(tmp_path, "tt_offline_qa").error == (
         "lm-eval did not finish task tt_offline_qa within its 900 s deadline (mode smoke); stopped")
+
+
+def test_known_issues_waive_a_task_for_the_exit_code_only():
+    from evals.run_evals import waived_tasks
+
+    spec = {"known_issues": [{"workflow": "evals", "task": "tt_offline_mc", "reason": "no loglikelihood"},
+                             {"workflow": "evals", "task": "gsm8k", "reason": ""},
+                             {"workflow": "benchmarks", "task": "x", "reason": "other workflow"}]}
+    assert waived_tasks(spec) == {"tt_offline_mc": "no loglikelihood"}
+    assert waived_tasks({}) == {}
