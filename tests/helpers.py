@@ -52,3 +52,14 @@ class FakeServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def port_free(port: int) -> bool:
+    """Whether 127.0.0.1:port can be bound now (a stopped server must have released its port)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False

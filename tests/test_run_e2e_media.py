@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,20 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import free_port
+from tests.helpers import free_port, port_free
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):
@@ -64,7 +53,7 @@ def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):
     markdown = (out_dir / "reports" / "report.md").read_text()
     assert "## Media benchmarks: Speech transcription" in markdown and "VERDICT: PASS" in markdown
 
-    assert _port_free(port), "the media server still listens after run.py exited"
+    assert port_free(port), "the media server still listens after run.py exited"
     pid_file = out_dir / "server.pid.json"
     if pid_file.exists():
         pgid = json.loads(pid_file.read_text())["pgid"]

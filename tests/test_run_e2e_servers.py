@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,22 +22,12 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.helpers import free_port
+from tests.helpers import free_port, port_free
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_PY = REPO / "run.py"
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 def proc_table() -> dict[int, tuple[int, str, str]]:
