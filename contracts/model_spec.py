@@ -137,6 +137,30 @@ class KnownIssue:
     reason: str
 
 
+def read_known_issues(entries: Any) -> tuple[list[KnownIssue], list[str]]:
+    """``known_issues`` entries as waivers, and one note per entry that waives nothing.
+
+    An entry without a reason is rejected: an unexplained waiver is exactly what a review must catch.
+    The release verdict and the evals step both read waivers through here, so they never disagree.
+    """
+    issues: list[KnownIssue] = []
+    notes: list[str] = []
+    for entry in entries or []:
+        if not isinstance(entry, dict):
+            notes.append(f"ignored malformed known_issues entry: {entry!r}")
+            continue
+        workflow = str(entry.get("workflow") or entry.get("workflow_type") or "").strip().lower()
+        task = str(entry.get("task") or entry.get("task_name") or "").strip()
+        reason = str(entry.get("reason") or "").strip()
+        if not workflow or not task:
+            notes.append(f"ignored known_issues entry without workflow/task: {entry!r}")
+        elif not reason:
+            notes.append(f"ignored known_issues waiver {workflow}/{task}: it gives no reason")
+        else:
+            issues.append(KnownIssue(workflow, task, reason))
+    return issues, notes
+
+
 @dataclass
 class ModelSpec:
     model_id: str

@@ -424,14 +424,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def waived_tasks(spec: dict) -> dict[str, str]:
-    """Tasks the spec's ``known_issues`` waive for evals (task -> reason), as the release verdict does:
-    a waived task is still run and recorded, but does not fail the step. Entries without a reason
-    waive nothing (the report names them)."""
-    out = {}
-    for entry in spec.get("known_issues") or []:
-        if isinstance(entry, dict) and str(entry.get("workflow", "")).lower() == "evals" and entry.get("reason"):
-            out[str(entry.get("task"))] = str(entry["reason"])
-    return out
+    """Tasks the spec's ``known_issues`` waive for evals (task -> reason), read as the release verdict
+    reads them: a waived task is still run and recorded, but does not fail the step."""
+    from contracts.model_spec import read_known_issues
+
+    issues, _ = read_known_issues(spec.get("known_issues"))
+    return {i.task: i.reason for i in issues if i.workflow == "evals"}
 
 
 class Terminated(Exception):

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from benchmarking.point_record import BenchPoint, format_classes
-from contracts.model_spec import metric_higher_is_better
+from contracts.model_spec import metric_higher_is_better, read_known_issues
 from reports.schema import (
     TIERS,
     BenchmarkRow,
@@ -227,24 +227,9 @@ class Waiver:
 
 
 def parse_waivers(known_issues: Any) -> tuple[list[Waiver], list[str]]:
-    """Read ``known_issues`` from the model spec; entries without a reason are rejected
-    (returned as notes) because an unexplained waiver is exactly what the review should catch."""
-    waivers: list[Waiver] = []
-    notes: list[str] = []
-    for entry in known_issues or []:
-        if not isinstance(entry, dict):
-            notes.append(f"ignored malformed known_issues entry: {entry!r}")
-            continue
-        workflow = str(entry.get("workflow") or entry.get("workflow_type") or "").strip()
-        task = str(entry.get("task") or entry.get("task_name") or "").strip()
-        reason = str(entry.get("reason") or "").strip()
-        if not workflow or not task:
-            notes.append(f"ignored known_issues entry without workflow/task: {entry!r}")
-        elif not reason:
-            notes.append(f"ignored known_issues waiver {workflow}/{task}: it gives no reason")
-        else:
-            waivers.append(Waiver(workflow.lower(), task, reason))
-    return waivers, notes
+    """Read ``known_issues`` from the model spec (``contracts.model_spec.read_known_issues``)."""
+    issues, notes = read_known_issues(known_issues)
+    return [Waiver(i.workflow, i.task, i.reason) for i in issues], notes
 
 
 def _tier_failure_detail(row: TargetRow, check: TierCheck) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 import subprocess
 import sys
 import urllib.request
@@ -63,3 +64,18 @@ def port_free(port: int) -> bool:
             return True
         except OSError:
             return False
+
+
+def proc_stats() -> dict[int, list[str]]:
+    """pid -> the fields of /proc/<pid>/stat after the command name (state, ppid, pgrp, ...), for every
+    process that still exists; tests use it to prove no process outlived run.py."""
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        stats[int(entry.name)] = stat[stat.rindex(")") + 2:].split()
+    return stats

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import free_port, port_free
+from tests.helpers import free_port, port_free, proc_stats
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -65,15 +65,4 @@ def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):
 
 def _live_members(pgid: int) -> list[int]:
     """Processes of a group that are not zombies."""
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            alive.append(int(entry.name))
-    return alive
+    return [pid for pid, fields in proc_stats().items() if int(fields[2]) == pgid and fields[0] != "Z"]

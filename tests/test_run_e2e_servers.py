@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.helpers import free_port, port_free
+from tests.helpers import free_port, port_free, proc_stats
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_PY = REPO / "run.py"
@@ -32,17 +32,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def proc_table() -> dict[int, tuple[int, str, str]]:
     """pid -> (ppid, start time, state) for every process."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        rest = stat[stat.rindex(")") + 2:].split()
-        table[int(entry.name)] = (int(rest[1]), rest[19], rest[0])
-    return table
+    return {pid: (int(rest[1]), rest[19], rest[0]) for pid, rest in proc_stats().items()}
 
 
 def descendants(root: int, table) -> set[tuple[int, str]]:
