@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.run_dir import Manifest, RunStatus, StepStatus
+from workflows.servers.log_errors import quote_server_error
 
 MAX_BLOCKERS = 5
 
@@ -96,6 +97,18 @@ def failed_steps(manifest: Manifest) -> list[str]:
             if s.status is StepStatus.FAILED and not (s.name == "reports" and s.detail == "verdict FAIL")]
 
 
+def server_error(run_dir: Path, manifest: Manifest) -> list[str]:
+    """The server's own last error (from server.log) when a step failed or the run was cut short.
+
+    A verdict FAIL alone is not a server fault, so it is not quoted then. When the server died or
+    answered 5xx, the clients saw only the symptom; this line names the cause and where to read more.
+    """
+    if not failed_steps(manifest) and manifest.status is not RunStatus.INTERRUPTED:
+        return []
+    line = quote_server_error(run_dir / "server.log")
+    return [line] if line else []
+
+
 def summary_lines(run_dir: Path, manifest: Manifest, cause: str | None = None) -> list[str]:
     """The closing lines of a run that did not pass (empty when it passed)."""
     if manifest.status is RunStatus.PASSED and cause is None:
@@ -103,6 +116,7 @@ def summary_lines(run_dir: Path, manifest: Manifest, cause: str | None = None) -
     head = {RunStatus.INTERRUPTED: "run interrupted", RunStatus.FAILED: "run failed"}.get(manifest.status, "run failed")
     lines = [f"{head}: {cause}" if cause else head]
     lines += [line for line in failed_steps(manifest) if not cause or line.partition(": ")[2] not in cause]
+    lines += server_error(run_dir, manifest)
     lines += benchmark_failures(run_dir)
     lines += eval_failures(run_dir)
     lines += verdict_blockers(run_dir)
