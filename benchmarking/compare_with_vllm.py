@@ -27,8 +27,7 @@ import time
 import urllib.request
 
 from benchmarking import vllm_tool
-from benchmarking.certify import errors_vs_stub
-from benchmarking.metrics import percentile
+from benchmarking.certify import errors_vs_stub, stat
 from contracts import REPO_ROOT
 
 
@@ -140,7 +139,6 @@ def _vllm_timing(raw: dict, writes: dict, ttft_ms: float, itl_ms: float) -> dict
             wt = w[1:]
             at.append(abs(ttft - (wt[0] - w[0])) * 1000)
             ai += [abs(g - (wt[k + 1] - wt[k])) * 1000 for k, g in enumerate(itls)]
-    stat = lambda v: {"n": len(v), "p50": percentile(v, 50), "p99": percentile(v, 99), "max": max(v, default=0.0)}  # noqa: E731
     return {"ttft_vs_programmed": stat(pt), "itl_vs_programmed": stat(pi), "ttft_vs_actual": stat(at),
             "itl_vs_actual": stat(ai)}
 

@@ -1,0 +1,67 @@
+"""The interval maths every judged number uses: known values, seeded coverage, the decision rule."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from contracts.intervals import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    Interval,
+    bootstrap_ratio,
+    decide,
+    from_stderr,
+    quantile_interval,
+    wilson,
+)
+
+
+def test_wilson_matches_the_textbook_values_and_never_collapses_at_the_edges():
+    low, high = wilson(5, 10).as_list(4)
+    assert (low, high) == (0.2366, 0.7634)
+    assert wilson(0, 10).low == 0.0 and wilson(0, 10).high == pytest.approx(0.2775, abs=1e-4)
+    assert wilson(10, 10).high == pytest.approx(1.0) and wilson(10, 10).low < 0.73
+
+
+def test_from_stderr_is_clipped_to_the_score_range():
+    assert from_stderr(0.98, 0.02).high == 1.0
+    assert from_stderr(0.5, 0.1).as_list(4) == [0.304, 0.696]
+
+
+def test_quantile_interval_covers_the_true_median_about_95_percent_of_the_time():
+    rng = random.Random(7)
+    covered = 0
+    for _ in range(400):
+        interval = quantile_interval([rng.gauss(0, 1) for _ in range(60)], 0.5)
+        covered += interval.low <= 0.0 <= interval.high
+    assert 0.92 <= covered / 400 <= 0.99
+
+
+def test_a_p99_of_too_few_samples_has_no_interval():
+    assert quantile_interval(list(range(100)), 0.99) is None
+    assert quantile_interval(list(range(1000)), 0.99) is not None
+
+
+def test_bootstrap_resamples_items_and_is_repeatable():
+    errors, words = [0, 1, 4], [10, 10, 10]
+    first = bootstrap_ratio(errors, words, seed=3)
+    assert first == bootstrap_ratio(errors, words, seed=3)
+    assert first.low == 0.0 and first.high >= 0.3  # three sentences decide little
+    many = bootstrap_ratio(errors * 30, words * 30, seed=3)
+    assert many.high - many.low < first.high - first.low
+
+
+@pytest.mark.parametrize("interval, target, higher, expected", [
+    (Interval(0.8, 0.9, "t"), 0.7, True, PASS),
+    (Interval(0.5, 0.6, "t"), 0.7, True, FAIL),
+    (Interval(0.6, 0.8, "t"), 0.7, True, INCONCLUSIVE),
+    (Interval(0.7, 0.8, "t"), 0.7, True, PASS),          # on the target meets it
+    (Interval(10, 20, "t"), 25, False, PASS),
+    (Interval(30, 40, "t"), 25, False, FAIL),
+    (Interval(20, 30, "t"), 25, False, INCONCLUSIVE),
+    (None, 25, False, INCONCLUSIVE),
+])
+def test_decide_needs_the_whole_interval_on_one_side(interval, target, higher, expected):
+    assert decide(interval, target, higher) == expected
