@@ -98,12 +98,15 @@ def failed_steps(manifest: Manifest) -> list[str]:
 
 
 def server_error(run_dir: Path, manifest: Manifest) -> list[str]:
-    """The server's own last error (from server.log) when a step failed or the run was cut short.
+    """The server's own last error (from server.log) when a step failed, requests failed or the run was
+    cut short.
 
-    A verdict FAIL alone is not a server fault, so it is not quoted then. When the server died or
-    answered 5xx, the clients saw only the symptom; this line names the cause and where to read more.
+    A verdict FAIL on scores alone is not a server fault, so it is not quoted then. When the server
+    died or answered 5xx, the clients saw only the symptom; this line names the cause and where to
+    read more.
     """
-    if not failed_steps(manifest) and manifest.status is not RunStatus.INTERRUPTED:
+    if (not failed_steps(manifest) and manifest.status is not RunStatus.INTERRUPTED
+            and not benchmark_failures(run_dir)):
         return []
     line = quote_server_error(run_dir / "server.log")
     return [line] if line else []
