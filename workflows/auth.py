@@ -63,17 +63,31 @@ def make_jwt(secret: str) -> str:
     return token if isinstance(token, str) else token.decode()
 
 
+class DotenvError(ValueError):
+    """``.env`` exists but cannot be used (not UTF-8 text, unreadable): one line naming the file."""
+
+
 def load_dotenv(path: Path) -> dict[str, str]:
     """Parse simple ``KEY=VALUE`` lines; ``#`` comments, blank lines and ``export`` prefixes allowed.
 
     A value wrapped in matching single or double quotes is unquoted; nothing else is interpreted.
-    A missing file is an empty mapping.
+    A missing file is an empty mapping; one that cannot be read as text raises ``DotenvError``
+    (a secret silently dropped would make the server refuse every request, far from the cause).
     """
     values: dict[str, str] = {}
     path = Path(path)
     if not path.is_file():
         return values
-    for raw in path.read_text().splitlines():
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise DotenvError(f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} on line {line})") from None
+    except OSError as exc:
+        raise DotenvError(f"{path} cannot be read: {exc.strerror or exc}") from None
+    for number, raw in enumerate(text.splitlines(), 1):
+        if "\0" in raw:
+            raise DotenvError(f"{path} line {number} holds a NUL byte")
         line = raw.strip()
         if not line or line.startswith("#") or "=" not in line:
             continue

@@ -11,12 +11,15 @@ import copy
 import difflib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any, Sequence
 
+from workflows.arguments import check_argv, check_bind_host, check_docker_image
 from workflows.catalog import Catalog, render_tt_config
+from workflows.server_url import ServerUrlError, parse_server_url
 from contracts.model_spec import DeviceType, InferenceEngine, ModelSpec
 from contracts.workflow_args import (
     NOT_YET_AVAILABLE,
@@ -30,6 +33,7 @@ WORKFLOWS = [w.value for w in WorkflowType]
 DEVICES = [d.value for d in DeviceType]
 AUTH_MODES = ("key", "jwt-gateway")
 ENGINES = [e.value for e in InferenceEngine]
+_ASCII_DIGITS = re.compile(r"[0-9]{1,9}")
 
 
 class UsageError(Exception):
@@ -96,6 +100,12 @@ def _choice(flag: str, value: str, choices: Sequence[str]) -> str:
     raise UsageError(f"unknown {flag} {value!r}; valid: {shown}")
 
 
+def _one_line(text: str, limit: int = 300) -> str:
+    """A reason fit for one console line: first line only, cut at ``limit`` characters."""
+    line = (str(text).splitlines() or [""])[0]
+    return line if len(line) <= limit else line[:limit] + "..."
+
+
 def parse_json_object(flag: str, text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
@@ -103,6 +113,8 @@ def parse_json_object(flag: str, text: str | None) -> dict[str, Any] | None:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{flag} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}, char {exc.pos})")
+    except RecursionError:
+        raise UsageError(f"{flag} is nested too deeply to be an argument object") from None
     if not isinstance(value, dict):
         raise UsageError(f"{flag} must be a JSON object, got {type(value).__name__}")
     return value
@@ -112,7 +124,7 @@ def parse_device_ids(text: str | None) -> list[int] | None:
     if text is None:
         return None
     parts = [p.strip() for p in text.split(",")]
-    if not parts or not all(p.isdigit() for p in parts):
+    if not parts or not all(_ASCII_DIGITS.fullmatch(p) for p in parts):
         raise UsageError(
             f"invalid --device-id {text!r}: must be comma-separated non-negative integers (e.g. '0' or '0,1,2')"
         )
@@ -123,7 +135,7 @@ def parse_device_ids(text: str | None) -> list[int] | None:
 
 
 def parse_port(text: str) -> int:
-    if not str(text).isdigit() or not 1 <= int(text) <= 65535:
+    if not _ASCII_DIGITS.fullmatch(str(text)) or not 1 <= int(text) <= 65535:
         raise UsageError(f"invalid --service-port {text!r}: must be an integer in 1..65535")
     return int(text)
 
@@ -191,6 +203,10 @@ class RunOptions:
 
 def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     """Parse and validate everything that does not need the resolved spec."""
+    try:
+        check_argv(argv)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     ns = build_parser().parse_args(list(argv))
     flags = {k: v for k, v in sorted(vars(ns).items()) if k not in ("list", "format")}
     if ns.format not in LIST_FORMATS:
@@ -232,12 +248,24 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
         validate_workflow_args(workflow, workflow_args)
     except WorkflowArgsError as exc:
         raise UsageError(str(exc)) from None
+    except ValueError as exc:  # shlex: an unbalanced quote
+        raise UsageError(f"--workflow-args {ns.workflow_args!r} cannot be split into key=value entries: {exc}") \
+            from None
+    service_port = parse_port(ns.service_port)
+    try:
+        if ns.server_url is not None:
+            parse_server_url(ns.server_url, service_port)
+        check_bind_host(ns.bind_host)
+        if ns.override_docker_image is not None:
+            check_docker_image(ns.override_docker_image)
+    except (ServerUrlError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
     ignore_verdict = ns.ignore_verdict or workflow_args.get("ignore_verdict", "").lower() in ("1", "true", "yes")
     mode = ServerMode.LOCAL if ns.local_server else ServerMode.DOCKER if ns.docker_server else ServerMode.EXTERNAL
     device_ids = parse_device_ids(ns.device_id)
     return RunOptions(
         workflow=workflow, model=model, device=device, impl=impl, engine=engine, server_mode=mode,
-        server_url=ns.server_url, service_port=parse_port(ns.service_port), bind_host=ns.bind_host,
+        server_url=ns.server_url, service_port=service_port, bind_host=ns.bind_host,
         interactive=ns.interactive, workflow_args=workflow_args, disable_trace_capture=ns.disable_trace_capture,
         dev_mode=ns.dev_mode, override_docker_image=ns.override_docker_image,
         device_ids=tuple(device_ids) if device_ids is not None else None,
@@ -257,8 +285,12 @@ def resolve_spec(options: RunOptions, catalog: Catalog) -> ModelSpec:
             spec = ModelSpec.read(path)
         except FileNotFoundError:
             raise UsageError(f"--model-spec-json {path} does not exist") from None
-        except (ValueError, KeyError, TypeError) as exc:
-            raise UsageError(f"--model-spec-json {path} is not a valid model spec: {exc}") from None
+        except OSError as exc:
+            raise UsageError(f"--model-spec-json {path} cannot be read: {exc.strerror or exc}") from None
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            # A spec is data: anything its reader trips over means the file is not a spec.
+            reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, (KeyError, AttributeError)) else str(exc)
+            raise UsageError(f"--model-spec-json {path} is not a valid model spec: {_one_line(reason)}") from None
     else:
         spec = copy.deepcopy(_choose_spec(options, catalog))
     apply_runtime_options(spec, options)

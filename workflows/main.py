@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 import sys
 import time
 from typing import Sequence
@@ -18,6 +19,7 @@ from contracts.model_spec import ModelSpec
 from contracts.run_dir import Manifest, RunDirectory, StepStatus, default_runs_root, host_facts, make_run_id
 from contracts.workflow_args import WorkflowType
 from workflows.cli import RunOptions, ServerMode, UsageError, parse_args, resolve_spec
+from workflows.output_dir import claim_output_dir
 
 DOTENV_PATH = REPO_ROOT / ".env"
 CATALOG_COLUMNS = ("model", "device", "impl", "engine", "status", "default")
@@ -89,8 +91,12 @@ def _rebuild_reports(options: RunOptions, ui) -> int:
     path = options.output_dir.resolve()
     if not (path / "manifest.json").exists() or not (path / "model_spec.json").exists():
         raise UsageError(f"--output-dir {path} is not a run directory (no manifest.json / model_spec.json)")
-    spec = ModelSpec.read(path / "model_spec.json")
-    manifest = Manifest.read(path / "manifest.json")
+    try:
+        spec = ModelSpec.read(path / "model_spec.json")
+        manifest = Manifest.read(path / "manifest.json")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise UsageError(f"--output-dir {path} holds a run whose manifest.json or model_spec.json cannot be read "
+                         f"({type(exc).__name__})") from None
     run_dir = RunDirectory(path, manifest, Redactor.from_env(os.environ).redact)
     ctx = pipeline.RunContext(spec=spec, options=options, run_dir=run_dir, ui=ui)
     try:
@@ -107,7 +113,30 @@ def _rebuild_reports(options: RunOptions, ui) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """run.py's whole life: no input, however bad, shows a Python traceback on the console.
+
+    Input errors are one line and exit 2 (``UsageError``); after the run directory exists, a
+    failure is recorded in run.log (``_run``). An exception that escapes before that is a bug:
+    one line names it and the file that holds its traceback, exit 1.
+    """
+    try:
+        return _run(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        print("run.py: interrupted before the run started", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except Exception as exc:  # noqa: BLE001 - the last guard: a bug, never a traceback on the console
+        import tempfile
+        import traceback
+
+        with tempfile.NamedTemporaryFile("w", prefix="run.py-internal-error-", suffix=".log", delete=False,
+                                         encoding="utf-8", errors="backslashreplace") as crash:
+            crash.write(traceback.format_exc())
+        print(f"run.py: internal error: {type(exc).__name__}: {ascii(str(exc))[1:-1][:300]} "
+              f"(traceback in {crash.name})", file=sys.stderr)
+        return 1
+
+
+def _run(argv: list[str]) -> int:
     from workflows.ui import Ui
 
     ui = Ui()
@@ -124,27 +153,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _rebuild_reports(options, ui)
         spec = resolve_spec(options, catalog)
         _validate_for_workflow(spec, options)
-        from workflows.auth import Redactor, resolve_auth
+        from workflows.auth import DotenvError, Redactor, load_dotenv, resolve_auth
 
+        try:
+            load_dotenv(DOTENV_PATH)  # read up front: every later reader (auth, redaction) gets the same file
+        except DotenvError as exc:
+            raise UsageError(str(exc)) from None
         auth = resolve_auth(options.no_auth, os.environ, DOTENV_PATH,
                             external=options.server_mode is ServerMode.EXTERNAL)
         if options.auth_mode == "jwt-gateway":
-            from workflows.auth import load_dotenv
             from workflows.servers.jwt_gateway import gateway_auth
 
             auth = gateway_auth(os.environ, load_dotenv(DOTENV_PATH))
+        _check_bearer(auth)
+        assert options.workflow is not None
+        run_id = make_run_id(spec.model_id, options.workflow.value)
+        try:
+            path = claim_output_dir(options.output_dir or default_runs_root() / run_id, spec.model_id,
+                                    options.workflow.value)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        redactor = Redactor.from_env(os.environ, auth, DOTENV_PATH)
+        manifest = Manifest(run_id=run_id, model_id=spec.model_id, workflow=options.workflow.value)
+        try:
+            run_dir = RunDirectory(path, manifest, redactor.redact)
+        except OSError as exc:
+            raise UsageError(f"--output-dir {path} cannot hold the run's files: {exc.strerror or exc}") from None
     except UsageError as exc:
         print(f"run.py: error: {exc}", file=sys.stderr)
         return 2
 
     from workflows import pipeline
 
-    assert options.workflow is not None
-    run_id = make_run_id(spec.model_id, options.workflow.value)
-    path = options.output_dir if options.output_dir else default_runs_root() / run_id
-    redactor = Redactor.from_env(os.environ, auth, DOTENV_PATH)
-    manifest = Manifest(run_id=run_id, model_id=spec.model_id, workflow=options.workflow.value)
-    run_dir = RunDirectory(path, manifest, redactor.redact)
     record = run_dir.start_step("resolve_spec")
     spec.write(run_dir.spec_path)
     run_dir.write_json("cli_args.json", options.record())
@@ -168,6 +208,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_dir.close()
         ui.run_directory(str(run_dir.path))
     return code
+
+
+def _check_bearer(auth) -> None:
+    """A key from API_KEY/JWT_SECRET must fit in an HTTP header, or every request fails far from the cause."""
+    bearer = auth.bearer or ""
+    if any(not (33 <= ord(c) <= 126) for c in bearer):
+        raise UsageError(f"the bearer from {auth.source} (environment or .env) holds spaces, control or "
+                         f"non-ASCII characters, which an HTTP Authorization header cannot carry")
 
 
 def _validate_for_workflow(spec: ModelSpec, options: RunOptions) -> None:

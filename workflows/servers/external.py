@@ -6,7 +6,8 @@ like the servers we launch. Attaching checks once that the URL answers and serve
 
 from __future__ import annotations
 
-from workflows.servers.base import ServerHandle, reach_lines
+from workflows.server_url import ServerUrlError, parse_server_url
+from workflows.servers.base import ServerHandle, ServerStartError, reach_lines
 from workflows.servers.probe import check_served_model
 
 
@@ -34,24 +35,16 @@ class ExternalServerHandle(ServerHandle):
 
 
 def normalize_url(url: str, port: int | None = None) -> str:
-    """``127.0.0.1`` / ``http://host`` / ``http://host:p/v1`` -> ``http://host:p`` (port from --service-port)."""
-    url = url.strip().rstrip("/")
-    if "://" not in url:
-        url = "http://" + url
-    if url.endswith("/v1"):
-        url = url[:-3]
-    scheme, _, rest = url.partition("://")
-    hostport, _, path = rest.partition("/")
-    hostport = hostport.rstrip(":")
-    has_port = hostport.rsplit(":", 1)[-1].isdigit() and not hostport.endswith("]")
-    if port and not has_port:
-        hostport = f"{hostport}:{port}"
-    return f"{scheme}://{hostport}" + (f"/{path}" if path else "")
+    """``127.0.0.1`` / ``http://host`` / ``http://host:p/llm/v1`` -> ``http://host:p/llm`` (``workflows.server_url``)."""
+    return parse_server_url(url, port).base
 
 
 def attach_external(url: str, served_model_name: str, bearer: str | None, *, port: int | None = None,
                     timeout: float = 10.0) -> ExternalServerHandle:
     """Check the server is reachable and serves ``served_model_name`` (ServerStartError otherwise)."""
-    base = normalize_url(url, port)
+    try:
+        base = normalize_url(url, port)
+    except ServerUrlError as exc:  # run.py checks it first (exit 2); other callers get one line too
+        raise ServerStartError(str(exc)) from None
     check_served_model(base, served_model_name, bearer, timeout=timeout)
     return ExternalServerHandle(base, served_model_name)
