@@ -29,9 +29,24 @@ RUN git clone --filter=blob:none "${TT_METAL_REPO}" tt-metal && cd tt-metal && g
 
 COPY --chown=${CONTAINER_APP_UID} requirements/media-server.txt /tmp/req/media-server.txt
 RUN grep -v '^torch==' /tmp/req/media-server.txt > /tmp/req/media.txt \
- && "${PYTHON_ENV_DIR}/bin/pip" install -r /tmp/req/media.txt
+ && "${PYTHON_ENV_DIR}/bin/pip" install -r /tmp/req/media.txt \
+ && rm -rf /tmp/req "${HOME}/.cache/pip" \
+ && mkdir -p "${HOME}/app" "${HOME}/cache_root" "${HOME}/model_spec" "${HOME}/readonly_weights_mount"
 COPY --chown=${CONTAINER_APP_UID} tt-media-server ${HOME}/app/tt-media-server
 WORKDIR ${HOME}/app/tt-media-server
-ENV CACHE_ROOT=${HOME}/cache_root SERVICE_HOST=0.0.0.0 SERVICE_PORT=8000
+# What the runners compile and load at run time, not at build time:
+# - the TT runners (SDXL, SD3.5, Whisper, ResNet) import tt-metal's top-level `models` package, which
+#   create_venv.sh does not install: found only with TT_METAL_HOME on PYTHONPATH (without it every
+#   TT runner refuses to start: "tt-metal's models package on PYTHONPATH");
+# - tt-metal JIT-compiles every device kernel on first use (SFPI toolchain + headers under
+#   TT_METAL_HOME, kept in the image); TT_METAL_CACHE_ROOT puts each device group's compiled kernels
+#   on the cache volume (media_server/workers.py), so a new container does not compile them again;
+# - torch inductor, where a runner uses torch.compile, needs g++ and Python.h: build-essential and
+#   python3-dev above stay in the image.
+# The cache_root, model_spec and weights mount points are made by the build, owned by the server's
+# user, as in the other server images (the image also runs without the cache mount).
+ENV CACHE_ROOT=${HOME}/cache_root SERVICE_HOST=0.0.0.0 SERVICE_PORT=8000 \
+    PYTHONPATH=${TT_METAL_HOME} \
+    TT_METAL_CACHE_ROOT=${HOME}/cache_root/tt_metal_cache
 EXPOSE 8000
 CMD ["/bin/bash", "-c", "exec ${PYTHON_ENV_DIR}/bin/python -m uvicorn main:app --lifespan on --host \"$SERVICE_HOST\" --port \"$SERVICE_PORT\""]
