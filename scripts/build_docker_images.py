@@ -5,11 +5,14 @@
     python3 scripts/build_docker_images.py --cpu-images            # every buildable CPU image
     python3 scripts/build_docker_images.py --model Llama-3.1-8B-Instruct --device t3k --dry-run
 
-Why the image is first built under a candidate tag: a tag is a promise that the image serves.
-The candidate is started through run.py (``--docker-server --override-docker-image``: the same
-launch a user gets, with nothing bind-mounted from the host but the weights and the spec), must
-become ready and answer one request, and only then is tagged exactly as the catalog derives it.
-A failed smoke test leaves the real tag untouched and exits 1.
+Why the image is first built under a candidate tag: a tag is a promise that the image serves
+everything the workflows send. The candidate goes through a whole ``run.py --workflow release
+--workflow-args mode=smoke`` (``--docker-server --override-docker-image``: the same launch a user
+gets, with nothing bind-mounted from the host but the weights and the spec): evals (logprobs and
+echo), benchmarks (streaming), the API tests (chat, tokenize, ...), stress tests, reports. Only a
+release that exits 0 gets the image its real tag, exactly as the catalog derives it. A failed smoke
+release leaves the real tag untouched and exits 1, quoting run.py's closing lines (which name the
+server's own error).
 
 Offline by design: the base image is a Debian rootfs made with debootstrap from the machine's
 configured Debian package source, imported once and cached as a tarball; Python packages come
@@ -24,6 +27,7 @@ Stdlib only; needs ``docker`` (DOCKER_HOST may point at a private engine) and, f
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import functools
 import http.server
@@ -37,7 +41,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,7 +52,11 @@ from contracts.model_spec import DeviceType, InferenceEngine, ModelSpec, project
 LABEL = "org.tenstorrent.tt-inference-server"
 BASE_IMAGE = "tt-inference-server/base-debian:bookworm"
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "libgomp1", "libnuma1", "tini")
-SMOKE_TIMEOUT_S = 900
+# A smoke release is 1.5-3 min on 2 cores once the client venvs exist; building them cold takes longer.
+SMOKE_TIMEOUT_S = 1500
+SMOKE_WORKFLOW_ARGS = "mode=smoke"
+SMOKE_TAIL_LINES = 40
+SMOKE_FAILURE_LINES = 12
 
 
 @dataclass(frozen=True)
@@ -128,8 +135,9 @@ class BuildPlan:
                  f"  labels      {json.dumps(self.labels())}",
                  f"  serves      {', '.join(s.model_id for s in self.specs)}",
                  f"  smoke test  run.py --model {self.smoke_spec.model_name} --device "
-                 f"{self.smoke_spec.device_type.value} --impl {self.smoke_spec.impl.impl_name} --workflow server "
-                 f"--docker-server --override-docker-image {self.candidate}, then one request, then stop"]
+                 f"{self.smoke_spec.device_type.value} --impl {self.smoke_spec.impl.impl_name} --workflow release "
+                 f"--docker-server --override-docker-image {self.candidate} --workflow-args {SMOKE_WORKFLOW_ARGS}"
+                 f" (must exit 0)"]
         if not self.recipe.buildable_offline:
             lines.append(f"  NOT BUILT HERE: {self.recipe.note}")
         return "\n".join(lines)
@@ -331,25 +339,13 @@ def build(plan: BuildPlan, base_image: str, find_links: str) -> float:
 # ----------------------------------------------------------------------------- smoke test
 
 
-def _one_request(spec: ModelSpec, base_url: str, api_key: str) -> str:
-    """One real request of the model's kind; returns a short description of the answer."""
-    if spec.engine is InferenceEngine.MEDIA:
-        request = urllib.request.Request(f"{base_url}/tt-liveness", headers={"Authorization": f"Bearer {api_key}"})
-        with urllib.request.urlopen(request, timeout=60) as response:
-            body = json.loads(response.read())
-        if not body.get("model_ready"):
-            raise BuildError(f"smoke test: {base_url}/tt-liveness says the model is not ready: {body}")
-        return f"liveness {body.get('status')}, runner {body.get('runner')}"
-    payload = {"model": spec.served_model_name, "prompt": "The capital of France is", "max_tokens": 8,
-               "temperature": 0}
-    request = urllib.request.Request(f"{base_url}/v1/completions", data=json.dumps(payload).encode(), method="POST",
-                                     headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=120) as response:
-        body = json.loads(response.read())
-    text = body["choices"][0]["text"]
-    if not body.get("usage", {}).get("completion_tokens"):
-        raise BuildError(f"smoke test: the completion generated no tokens: {body}")
-    return f"completion {text!r}"
+def smoke_command(plan: BuildPlan, port: int, run_dir: Path) -> list[str]:
+    """run.py's whole release in smoke size through the candidate, launched as a user launches it."""
+    spec = plan.smoke_spec
+    return [sys.executable, str(REPO_ROOT / "run.py"), "--model", spec.model_name, "--device", spec.device_type.value,
+            "--impl", spec.impl.impl_name, "--workflow", "release", "--docker-server",
+            "--override-docker-image", plan.candidate, "--service-port", str(port),
+            "--workflow-args", SMOKE_WORKFLOW_ARGS, "--output-dir", str(run_dir)]
 
 
 def _free_port() -> int:
@@ -361,32 +357,74 @@ def _free_port() -> int:
 
 
 def _remove_containers(port: int) -> None:
-    """The container run.py left serving (``--workflow server``), found by its published port."""
+    """A container a killed run.py could not remove, found by its published port."""
     ids = docker("ps", "-aq", "--filter", f"label={LABEL}", "--filter", f"publish={port}", check=False).stdout.split()
     if ids:
         docker("rm", "-f", *ids, check=False)
 
 
+def _run_with_deadline(cmd: list[str], env: dict, deadline_s: float, what: str) -> tuple[int, list[str]]:
+    """Run ``cmd``, echo its lines, return (exit code, last lines). At the deadline run.py gets SIGTERM
+    (it stops its client, renders the report and removes the container), SIGKILL 120 s later."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1)
+    timed_out = threading.Event()
+
+    def expire() -> None:
+        timed_out.set()
+        log(f"{what}: no result within {deadline_s:.0f} s; stopping run.py (SIGTERM)")
+        proc.terminate()
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            log(f"{what}: run.py still running 120 s after SIGTERM; killing it")
+            proc.kill()
+
+    timer = threading.Timer(deadline_s, expire)
+    timer.daemon = True
+    timer.start()
+    last: collections.deque[str] = collections.deque(maxlen=SMOKE_TAIL_LINES)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            last.append(line)
+            print(f"  | {line}", flush=True)
+        code = proc.wait()
+    finally:
+        timer.cancel()
+    if timed_out.is_set():
+        raise BuildError(f"{what}: no result within {deadline_s:.0f} s; last lines: {' | '.join(last)}")
+    return code, list(last)
+
+
 def smoke_test(plan: BuildPlan, run_dir: Path) -> str:
-    """run.py starts the candidate with --docker-server and waits until it is ready; then one request."""
-    spec = plan.smoke_spec
+    """A whole smoke-sized release (evals, benchmarks, tests, stress tests, reports) through the candidate.
+
+    Why a release, not one request: an engine compiles and loads things on first use (inductor
+    kernels for logprobs, tokenizer routes, streaming), so an image that answers one completion can
+    still fail the first eval. Only a release exercises every request kind the workflows send.
+    """
     port, api_key = _free_port(), secrets.token_urlsafe(24)
-    cmd = [sys.executable, str(REPO_ROOT / "run.py"), "--model", spec.model_name, "--device", spec.device_type.value,
-           "--impl", spec.impl.impl_name, "--workflow", "server", "--docker-server",
-           "--override-docker-image", plan.candidate, "--service-port", str(port), "--output-dir", str(run_dir)]
+    cmd = smoke_command(plan, port, run_dir)
     env = {**os.environ, "VLLM_API_KEY": api_key, "API_KEY": api_key}
     env.pop("TT_DOCKER_EXTRA_MOUNTS", None)  # everything must come from the image
-    log(f"smoke test: {shlex.join(cmd[1:])}")
+    log(f"smoke release: {shlex.join(cmd[1:])}")
+    started = time.monotonic()
     try:
-        result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=SMOKE_TIMEOUT_S)
-        if result.returncode != 0:
-            tail = (result.stdout + result.stderr).strip().splitlines()[-6:]
-            raise BuildError(f"smoke test: run.py exited {result.returncode}: {' | '.join(tail)}")
-        return _one_request(spec, f"http://127.0.0.1:{port}", api_key)
-    except subprocess.TimeoutExpired:
-        raise BuildError(f"smoke test: {plan.candidate} was not ready within {SMOKE_TIMEOUT_S} s") from None
+        code, last = _run_with_deadline(cmd, env, SMOKE_TIMEOUT_S, f"smoke release of {plan.candidate}")
     finally:
         _remove_containers(port)
+    if code != 0:
+        raise BuildError(f"smoke release: run.py exited {code}: {' | '.join(last[-SMOKE_FAILURE_LINES:])}")
+    return f"release {SMOKE_WORKFLOW_ARGS} passed in {time.monotonic() - started:.0f} s: {_passed_steps(run_dir)}"
+
+
+def _passed_steps(run_dir: Path) -> str:
+    try:
+        steps = json.loads((run_dir / "manifest.json").read_text())["steps"]
+    except (OSError, ValueError, KeyError):
+        return "(no manifest)"
+    return ", ".join(f"{s['name']} {s['status']}" for s in steps if s.get("name") not in ("teardown",))
 
 
 # ----------------------------------------------------------------------------- main
@@ -402,7 +440,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dry-run", action="store_true", help="print the plan; build nothing")
     p.add_argument("--skip-smoke-test", action="store_true",
                    help="build the candidate only; without a smoke test it is never given the real tag")
-    p.add_argument("--output-dir", type=Path, default=None, help="where smoke-test run directories go")
+    p.add_argument("--output-dir", type=Path, default=None,
+                   help="where the smoke releases' run directories go (one new directory per image)")
     return p.parse_args(argv)
 
 
@@ -430,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.skip_smoke_test:
                 log(f"smoke test skipped: {plan.tag} NOT tagged")
                 continue
-            answer = smoke_test(plan, runs_root / plan.recipe.name)
+            answer = smoke_test(plan, runs_root / f"{plan.recipe.name}-{time.strftime('%Y%m%d-%H%M%S')}")
             docker("tag", plan.candidate, plan.tag)
             docker("rmi", plan.candidate, check=False)  # only the candidate name goes; the image stays
             log(f"smoke test passed ({answer}); tagged {plan.tag}")

