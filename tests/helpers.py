@@ -79,3 +79,49 @@ def proc_stats() -> dict[int, list[str]]:
             continue
         stats[int(entry.name)] = stat[stat.rindex(")") + 2:].split()
     return stats
+
+
+def closed_port() -> int:
+    """A 127.0.0.1 port nothing listens on (bound, then released): connecting to it is refused at once."""
+    return free_port()
+
+
+# Secret-looking text the fuzz tests plant in inputs; it must never reach a console line or a file.
+PLANTED_PASSWORD = "pl4nted-pa55word"
+
+
+def hostile_text(rng, tmp_dir: Path) -> str | bytes:
+    """One hostile argument value, drawn by ``rng`` (a seeded ``random.Random``).
+
+    Covers what mistaken or malicious input looks like: empty and very long strings, control
+    characters and NUL, shell metacharacters, ``..`` paths and paths into /proc, /sys and read-only
+    places, bytes that are not UTF-8 (returned as ``bytes``), huge, negative and non-ASCII numbers,
+    URLs of every scheme (with planted credentials), malformed JSON and YAML.
+    """
+    kinds = [
+        lambda: rng.choice(["", " ", "  \t ", "-", "--", "-1", "--model"]),
+        lambda: rng.choice("aé中🙂/;") * rng.choice([300, 5000, 9000]),
+        lambda: rng.choice(["\x00", "a\x00b", "\x1b[31mred\x1b[0m", "line\nbreak", "\r", "\x7f", "\u202e", "\x85"]),
+        lambda: rng.choice(["; rm -rf /", "$(id)", "`id`", "| cat /etc/passwd", "&& echo pwned", "'\"", "a b c",
+                            "*", "~", "${HOME}", "!!", "x > /tmp/owned", "%s%s%n", "{}", "\\"]),
+        lambda: rng.choice(["..", "../..", "../../etc/passwd", "/proc/nope", "/proc/self/status", "/proc/1/mem",
+                            "/sys/kernel", "/", "/etc", "/etc/passwd", "/dev/null", "/dev/zero", "/dev/full",
+                            str(tmp_dir / "missing" / ".." / ".." / "x"), str(tmp_dir), "relative/dir",
+                            "/proc/self/fd/0", "/root/.ssh"]),
+        lambda: rng.choice([b"\xff\xfe", b"caf\xe9", b"\xc3\x28", b"/tmp/\x80\x81", b"http://h/\xff"]),
+        lambda: rng.choice(["0", "-1", "-0", "99999", "65536", "1e308", "nan", "inf", "-inf", "9" * 40, "0x1F",
+                            "1_000", "٣", "²", "3.5", "+8000", "00080", "0,0", "0,,1", "-5,2", "1,1", "4294967296"]),
+        lambda: rng.choice(["file:///etc/passwd", "ftp://h/x", "gopher://h", "data:text/plain,hi", "javascript:x",
+                            "unix:///var/run/docker.sock", "ws://127.0.0.1:1", "http://", "http:///v1", "https://",
+                            f"http://user:{PLANTED_PASSWORD}@127.0.0.1:1/v1",
+                            f"https://{PLANTED_PASSWORD}@gw.example", "http://[::1]:99999", "http://h:0",
+                            "http://h:-1", "http://[zz]:1", "http://h/a/../b", "http://h/?q=1", "http://h/#f",
+                            "http://h /x", "HTTP://127.0.0.1:1/LLM/V1", "mailto:a@b", "localhost:1",
+                            "127.0.0.1:1/llm/v1/", "http://" + "a" * 300 + ":1", "http://h%00/x"]),
+        lambda: rng.choice(["{", "}", "[1, 2]", '{"a":', '"str"', "null", "1", "[" * 3000 + "]" * 3000,
+                            '{"a": NaN}', '{"a": 1, "a": 2}', '{"port": -1}', "{'single': 1}",
+                            "a: [b", "--- !!python/object/apply:os.system ['id']", "key: value", "- 1\n- 2"]),
+        lambda: rng.choice(["mode=smoke", "mode=nope", "mode='x", "x=1", "=1", "mode", "mode=smoke mode=ci",
+                            "limit=-5", "stall_timeout_s=nan", 'mode="smoke', "ignore_verdict=true; id"]),
+    ]
+    return rng.choice(kinds)()

@@ -13,6 +13,8 @@ import ipaddress
 import re
 from typing import Sequence
 
+from workflows.server_url import mask_credentials
+
 MAX_ARGUMENT_CHARS = 8192
 # Docker's reference grammar, loosely: [registry[:port]/]name[/name...][:tag][@digest].
 _DOCKER_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?::[0-9]+)?(?:/[A-Za-z0-9][A-Za-z0-9._-]*)*"
@@ -21,15 +23,19 @@ _DOCKER_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?::[0-9]+)?(?:/[A-Za-z0-
 
 def _shown(text: str, limit: int = 80) -> str:
     """A value as an error line may show it: escaped (ascii) and cut to ``limit`` characters."""
+    text = mask_credentials(text)
     return ascii(text if len(text) <= limit else text[:limit] + "...")
 
 
+_FLAG = re.compile(r"--?[A-Za-z][A-Za-z0-9-]*")
+
+
 def _flag_of(argv: Sequence[str], index: int) -> str:
-    token = argv[index]
-    if token.startswith("-"):
-        return token.split("=", 1)[0]
-    if index > 0 and argv[index - 1].startswith("-"):
-        return argv[index - 1].split("=", 1)[0]
+    """The flag a token belongs to (``--flag=value``, or the ``--flag`` before it), else its position."""
+    for token in (argv[index], argv[index - 1] if index > 0 else ""):
+        name = token.split("=", 1)[0]
+        if _FLAG.fullmatch(name):
+            return name
     return f"argument {index + 1}"
 
 

@@ -12,6 +12,7 @@ import difflib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any, Sequence
 
 from workflows.arguments import check_argv, check_bind_host, check_docker_image
 from workflows.catalog import Catalog, render_tt_config
-from workflows.server_url import ServerUrlError, parse_server_url
+from workflows.server_url import ServerUrlError, mask_credentials, parse_server_url
 from contracts.model_spec import DeviceType, InferenceEngine, ModelSpec
 from contracts.workflow_args import (
     NOT_YET_AVAILABLE,
@@ -95,9 +96,15 @@ def _choice(flag: str, value: str, choices: Sequence[str]) -> str:
         return value
     close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
     if close:
-        raise UsageError(f"unknown {flag} {value!r}; did you mean {close[0]!r}?")
+        raise UsageError(f"unknown {flag} {_shown(value)}; did you mean {close[0]!r}?")
     shown = ", ".join(choices) if len(choices) <= 12 else ", ".join(choices[:12]) + ", … (see --list)"
-    raise UsageError(f"unknown {flag} {value!r}; valid: {shown}")
+    raise UsageError(f"unknown {flag} {_shown(value)}; valid: {shown}")
+
+
+def _shown(value: str, limit: int = 80) -> str:
+    """A user's value as an error line shows it: quoted, escaped, cut to ``limit`` characters."""
+    text = mask_credentials(str(value))
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -126,17 +133,17 @@ def parse_device_ids(text: str | None) -> list[int] | None:
     parts = [p.strip() for p in text.split(",")]
     if not parts or not all(_ASCII_DIGITS.fullmatch(p) for p in parts):
         raise UsageError(
-            f"invalid --device-id {text!r}: must be comma-separated non-negative integers (e.g. '0' or '0,1,2')"
+            f"invalid --device-id {_shown(text)}: must be comma-separated non-negative integers (e.g. '0' or '0,1,2')"
         )
     ids = [int(p) for p in parts]
     if len(set(ids)) != len(ids):
-        raise UsageError(f"invalid --device-id {text!r}: device ids repeat")
+        raise UsageError(f"invalid --device-id {_shown(text)}: device ids repeat")
     return ids
 
 
 def parse_port(text: str) -> int:
     if not _ASCII_DIGITS.fullmatch(str(text)) or not 1 <= int(text) <= 65535:
-        raise UsageError(f"invalid --service-port {text!r}: must be an integer in 1..65535")
+        raise UsageError(f"invalid --service-port {_shown(text)}: must be an integer in 1..65535")
     return int(text)
 
 
@@ -210,7 +217,7 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     ns = build_parser().parse_args(list(argv))
     flags = {k: v for k, v in sorted(vars(ns).items()) if k not in ("list", "format")}
     if ns.format not in LIST_FORMATS:
-        raise UsageError(f"unknown --format {ns.format!r}; valid: {', '.join(LIST_FORMATS)}")
+        raise UsageError(f"unknown --format {_shown(ns.format)}; valid: {', '.join(LIST_FORMATS)}")
     if ns.list:
         return RunOptions(workflow=None, list_catalog=True, list_format=ns.format, flags=flags)
     if ns.workflow is None:
@@ -249,7 +256,7 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     except WorkflowArgsError as exc:
         raise UsageError(str(exc)) from None
     except ValueError as exc:  # shlex: an unbalanced quote
-        raise UsageError(f"--workflow-args {ns.workflow_args!r} cannot be split into key=value entries: {exc}") \
+        raise UsageError(f"--workflow-args {_shown(ns.workflow_args)} cannot be split into key=value entries: {exc}") \
             from None
     service_port = parse_port(ns.service_port)
     try:
@@ -281,6 +288,7 @@ def resolve_spec(options: RunOptions, catalog: Catalog) -> ModelSpec:
     """Pick the one ModelSpec for (model, device, impl/engine) and apply runtime overrides."""
     if options.model_spec_json:
         path = options.model_spec_json
+        _check_spec_file(path)
         try:
             spec = ModelSpec.read(path)
         except FileNotFoundError:
@@ -295,6 +303,24 @@ def resolve_spec(options: RunOptions, catalog: Catalog) -> ModelSpec:
         spec = copy.deepcopy(_choose_spec(options, catalog))
     apply_runtime_options(spec, options)
     return spec
+
+
+MAX_SPEC_BYTES = 16 * 1024 * 1024
+
+
+def _check_spec_file(path: Path) -> None:
+    """A spec is a small regular file: /dev/zero, a FIFO or a 1 GB file would hang or exhaust memory."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise UsageError(f"--model-spec-json {path} does not exist") from None
+    except OSError as exc:
+        raise UsageError(f"--model-spec-json {path} cannot be read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"--model-spec-json {path} is not a regular file")
+    if info.st_size > MAX_SPEC_BYTES:
+        raise UsageError(f"--model-spec-json {path} is {info.st_size} bytes; a model spec is at most "
+                         f"{MAX_SPEC_BYTES} bytes")
 
 
 def _choose_spec(options: RunOptions, catalog: Catalog) -> ModelSpec:

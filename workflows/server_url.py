@@ -29,6 +29,7 @@ from urllib.parse import SplitResult, urlsplit
 SCHEMES = ("http", "https")
 _HOSTNAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,62})(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,62}))*\.?")
 _PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
+_CREDENTIALS = re.compile(r"(://)[^/@\s]*@")
 _SCHEME_PREFIX = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 
 
@@ -52,9 +53,14 @@ class ServerUrl:
         return f"{self.scheme}://{host}{port}{self.path}"
 
 
+def mask_credentials(text: str) -> str:
+    """``scheme://user:password@host`` -> ``scheme://***@host`` anywhere in ``text`` (for error lines)."""
+    return _CREDENTIALS.sub(r"\1***@", text)
+
+
 def _shown(text: str) -> str:
     """The URL as it may appear in an error line: credentials masked, at most 200 characters."""
-    masked = re.sub(r"(://)[^/@]*@", r"\1***@", text)
+    masked = mask_credentials(text)
     return ascii(masked if len(masked) <= 200 else masked[:200] + "...")
 
 
