@@ -39,14 +39,13 @@ WORKDIR ${HOME}/app/tt-media-server
 #   create_venv.sh does not install: found only with TT_METAL_HOME on PYTHONPATH (without it every
 #   TT runner refuses to start: "tt-metal's models package on PYTHONPATH");
 # - tt-metal JIT-compiles every device kernel on first use (SFPI toolchain + headers under
-#   TT_METAL_HOME, kept in the image); TT_METAL_CACHE_ROOT puts each device group's compiled kernels
-#   on the cache volume (media_server/workers.py), so a new container does not compile them again;
+#   TT_METAL_HOME): the clone stays whole in the image and its built/ cache writable by the server's
+#   user (TT_METAL_CACHE_ROOT may move it to a volume the host made writable: media_server/workers.py);
 # - torch inductor, where a runner uses torch.compile, needs g++ and Python.h: build-essential and
 #   python3-dev above stay in the image.
 # The cache_root, model_spec and weights mount points are made by the build, owned by the server's
 # user, as in the other server images (the image also runs without the cache mount).
 ENV CACHE_ROOT=${HOME}/cache_root SERVICE_HOST=0.0.0.0 SERVICE_PORT=8000 \
-    PYTHONPATH=${TT_METAL_HOME} \
-    TT_METAL_CACHE_ROOT=${HOME}/cache_root/tt_metal_cache
+    PYTHONPATH=${TT_METAL_HOME}
 EXPOSE 8000
 CMD ["/bin/bash", "-c", "exec ${PYTHON_ENV_DIR}/bin/python -m uvicorn main:app --lifespan on --host \"$SERVICE_HOST\" --port \"$SERVICE_PORT\""]

@@ -44,7 +44,7 @@ ENV CONTAINER_APP_USERNAME=container_app_user \
 RUN if ! python3 -c "import venv, ensurepip" 2>/dev/null || [ ! -e /usr/lib/x86_64-linux-gnu/libgomp.so.1 ] \
        || ! command -v g++ >/dev/null || ! command -v python3-config >/dev/null; then \
       apt-get update && apt-get install -y --no-install-recommends ca-certificates python3 python3-venv \
-        libgomp1 libnuma1 g++ python3-dev && rm -rf /var/lib/apt/lists/*; \
+        libgomp1 libnuma1 g++ python3-dev && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*; \
     fi \
  && printf '#include <Python.h>\nint main(void){return 0;}\n' > /tmp/cc-check.c \
  && g++ -x c++ $(python3-config --includes) -o /tmp/cc-check /tmp/cc-check.c && rm -f /tmp/cc-check /tmp/cc-check.c

@@ -44,12 +44,11 @@ WORKDIR ${HOME}/app/src
 # - the TT vLLM fork imports its model implementations from tt-metal's top-level `models` package,
 #   which create_venv.sh does not install: it is found only with TT_METAL_HOME on PYTHONPATH;
 # - tt-metal JIT-compiles every device kernel on first use with the SFPI toolchain and the headers
-#   under TT_METAL_HOME (both kept in the image); TT_METAL_CACHE puts the compiled kernels on the
-#   cache volume, so a new container reuses them instead of compiling for minutes again;
+#   under TT_METAL_HOME: the clone stays whole in the image, and its built/ cache stays writable by
+#   the server's user (a cache on the mounted volume would depend on the host directory's owner);
 # - torch inductor (vLLM's sampler compiles its logprobs gather) needs g++ and Python.h: kept by
 #   build-essential and python3-dev above, which must stay in the final image.
 ENV CACHE_ROOT=${HOME}/cache_root SERVICE_HOST=0.0.0.0 \
-    PYTHONPATH=${TT_METAL_HOME} \
-    TT_METAL_CACHE=${HOME}/cache_root/tt_metal_cache
+    PYTHONPATH=${TT_METAL_HOME}
 EXPOSE 8000
 CMD ["/bin/bash", "-c", "exec ${PYTHON_ENV_DIR}/bin/python -u ${HOME}/app/src/run_vllm_api_server.py"]

@@ -41,6 +41,7 @@ CONTAINER_CACHE_ROOT = f"{CONTAINER_HOME}/cache_root"
 CONTAINER_WEIGHTS_ROOT = f"{CONTAINER_HOME}/readonly_weights_mount"
 CONTAINER_SPEC_DIR = f"{CONTAINER_HOME}/model_spec"
 CONTAINER_APP_SRC = f"{CONTAINER_HOME}/app/src"
+CONTAINER_APP_UID = 15863  # the server user of every image we build (CONTAINER_APP_UID in the Dockerfiles)
 LABEL = "org.tenstorrent.tt-inference-server"
 ENV_FILE_NAME = ".server.env"
 
@@ -343,6 +344,18 @@ def ensure_image(client, image: str) -> None:
                                f"build it or pass --override-docker-image") from None
 
 
+def make_cache_volume(path: Path) -> None:
+    """The cache volume, writable by the image's server user.
+
+    Why: engines write there at run time (tt-metal's JIT kernels and weight caches, compile caches);
+    a directory made by root here is read-only to uid 15863 in the container. Only root can hand it
+    over; a rootless engine maps the user itself.
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0 and path.stat().st_uid != CONTAINER_APP_UID:
+        os.chown(path, CONTAINER_APP_UID, CONTAINER_APP_UID)
+
+
 def start_docker(launch: ServerLaunch) -> DockerServerHandle:
     import docker
 
@@ -357,7 +370,7 @@ def start_docker(launch: ServerLaunch) -> DockerServerHandle:
         old.remove(force=True)  # a stopped leftover with our predictable name
     except docker.errors.NotFound:
         pass
-    Path(plan.mounts[0][0]).mkdir(parents=True, exist_ok=True)  # the cache volume
+    make_cache_volume(Path(plan.mounts[0][0]))
     if plan.secret_env:
         write_env_file(plan)  # so a user can rerun the printed command; removed by stop()
     launch.server_log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -251,3 +251,15 @@ def test_missing_image_is_one_line(docker_client, tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_the_cache_volume_is_handed_to_the_image_user_when_root(tmp_path):
+    """Engines write JIT and compile caches there; a root-owned directory is read-only in the container."""
+    from workflows.servers.docker_server import CONTAINER_APP_UID, make_cache_volume
+
+    volume = tmp_path / "docker_volumes" / "model"
+    make_cache_volume(volume)
+    make_cache_volume(volume)  # idempotent
+    assert volume.is_dir()
+    if os.geteuid() == 0:
+        assert volume.stat().st_uid == CONTAINER_APP_UID
