@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
+import re
 import sys
 from urllib.parse import urlsplit
 
@@ -21,8 +23,18 @@ from gateway.app import DEFAULT_OPEN_PATHS, Gateway
 from gateway.tokens import TokenPolicy
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m gateway", description=__doc__.splitlines()[0])
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's errors as one line (``gateway: error: ...``) and exit 2, like every other check here."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise SystemExit(f"gateway: error: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m gateway", description=__doc__.splitlines()[0])
     parser.add_argument("--upstream", required=True, help="base URL of the server behind the gateway")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
@@ -41,22 +53,51 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "the client's Authorization is replaced by it")
     parser.add_argument("--read-timeout", type=float, default=600.0,
                         help="seconds the upstream may stay silent mid-response")
-    parser.add_argument("--log-level", default="warning")
-    return parser.parse_args(argv)
+    parser.add_argument("--log-level", default="warning", help="one of: " + ", ".join(LOG_LEVELS))
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def check_settings(ns: argparse.Namespace) -> None:
+    """Ranges argparse's types do not check: each bad value stops start-up with one line naming its flag."""
+    if not 0 <= ns.port <= 65535:
+        raise SystemExit(f"gateway: --port {ns.port}: must be in 0..65535 (0: any free port)")
+    if not ns.host.strip() or any(c.isspace() or not c.isprintable() for c in ns.host):
+        raise SystemExit(f"gateway: --host {ns.host!r}: must be an address or host name")
+    if not math.isfinite(ns.leeway) or ns.leeway < 0:
+        raise SystemExit(f"gateway: --leeway {ns.leeway}: must be a finite number of seconds >= 0")
+    if not math.isfinite(ns.read_timeout) or ns.read_timeout <= 0:
+        raise SystemExit(f"gateway: --read-timeout {ns.read_timeout}: must be a finite number of seconds > 0")
+    if ns.log_level.lower() not in LOG_LEVELS:
+        raise SystemExit(f"gateway: --log-level {ns.log_level!r}: must be one of {', '.join(LOG_LEVELS)}")
+    bad_paths = [p for p in ns.open_paths.split(",") if p.strip() and not p.strip().startswith("/")]
+    if bad_paths:
+        raise SystemExit(f"gateway: --open-paths {bad_paths[0]!r}: each path starts with '/'")
+    for flag, name in (("--secret-env", ns.secret_env), ("--upstream-api-key-env", ns.upstream_api_key_env)):
+        if name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise SystemExit(f"gateway: {flag} {name!r}: must be an environment variable name")
 
 
 def build(ns: argparse.Namespace) -> Gateway:
+    check_settings(ns)
     secret = os.environ.get(ns.secret_env, "")
     if not secret:
-        raise SystemExit(f"gateway: {ns.secret_env} is empty; set the HS256 secret there")
-    parts = urlsplit(ns.upstream)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise SystemExit(f"gateway: {ns.secret_env} (--secret-env) is empty; set the HS256 secret there")
+    try:
+        parts = urlsplit(ns.upstream)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError:
+        raise SystemExit(f"gateway: --upstream {ns.upstream!r} is not an http(s) URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SystemExit(f"gateway: --upstream {ns.upstream!r} is not an http(s) URL")
     upstream_auth = None
     if ns.upstream_api_key_env:
         key = os.environ.get(ns.upstream_api_key_env, "")
         if not key:
-            raise SystemExit(f"gateway: {ns.upstream_api_key_env} is empty")
+            raise SystemExit(f"gateway: {ns.upstream_api_key_env} (--upstream-api-key-env) is empty")
         upstream_auth = f"Bearer {key}"
     claims = tuple(c.strip() for c in ns.required_claims.split(",") if c.strip())
     policy = TokenPolicy(secret=secret, required_claims=claims, require_exp=ns.require_exp,
@@ -67,10 +108,12 @@ def build(ns: argparse.Namespace) -> Gateway:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ns = parse_args(argv)
     try:
+        ns = parse_args(argv)
         app = build(ns)
     except SystemExit as exc:
+        if not isinstance(exc.code, str):  # --help: argparse printed it and exits 0
+            return exc.code or 0
         print(exc, file=sys.stderr)
         return 2
     import uvicorn
@@ -78,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=ns.log_level.upper(), format="%(asctime)s gateway %(levelname)s %(message)s")
     print(f"gateway: listening on http://{ns.host}:{ns.port} -> {ns.upstream} "
           f"(HS256, required claims: {', '.join(app.policy.required_claims) or 'none'})", flush=True)
-    uvicorn.run(app, host=ns.host, port=ns.port, log_level=ns.log_level, access_log=False,
+    uvicorn.run(app, host=ns.host, port=ns.port, log_level=ns.log_level.lower(), access_log=False,
                 lifespan="on", timeout_graceful_shutdown=5)
     return 0
 

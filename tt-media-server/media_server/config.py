@@ -195,6 +195,11 @@ class Settings(BaseSettings):
                             "set API_KEY to a secret")
         if not self.no_auth and not self.api_key:
             problems.append("API_KEY: empty; set a key or NO_AUTH=1")
+        entries = self.model_entries()
+        if not entries:
+            problems.append("MODEL_RUNNER: empty; name a runner (or list several in MODELS)")
+        elif any(not runner for _, runner in entries):
+            problems.append(f"MODELS={self.models!r}: every entry names a runner (name or id=name)")
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -30,7 +30,7 @@ from media_server.config import Settings
 from media_server.errors import (DeadlineExceeded, MediaError, NotReady, QueueFull, ShuttingDown,
                                  UnknownModel, WorkerLost, error_for_status)
 from media_server.runners.base import ItemError, StreamEvent
-from media_server.runners.registry import runner_class
+from media_server.runners.registry import UnknownRunner, runner_class
 from media_server.workers import WorkerHandle
 
 log = logging.getLogger("media_server.scheduler")
@@ -430,7 +430,14 @@ class Scheduler:
         self._on_fatal = on_fatal or (lambda line: log.critical("%s", line))
         self.pools: dict[str, ModelPool] = {}
         for model_id, runner_name in settings.model_entries():
-            pool = ModelPool(model_id, runner_name, settings, self._fatal)
+            try:
+                pool = ModelPool(model_id, runner_name, settings, self._fatal)
+            except UnknownRunner as exc:
+                if not settings.models:
+                    raise
+                # The name came from MODELS, not MODEL_RUNNER: say so, or the operator edits the wrong one.
+                raise UnknownRunner(str(exc).replace("MODEL_RUNNER=", f"MODELS={settings.models!r}: runner ", 1)) \
+                    from None
             if pool.model_id in self.pools:
                 raise ValueError(f"MODELS: model id {pool.model_id!r} appears twice")
             self.pools[pool.model_id] = pool

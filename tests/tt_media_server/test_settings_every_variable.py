@@ -1,0 +1,91 @@
+"""Every media-server setting with a wrong type or range stops start-up with one line naming it.
+
+The variables are read from ``Settings.model_fields`` (not a copied list): a setting added later
+is covered the day it is added, or this test fails until it is given bad values or listed as free
+text with the reason. Bad values are derived from each field's type and bounds (a word for a number,
+one past each bound, NaN and infinity, an unknown choice). Each case goes through ``create_app()``,
+the function uvicorn calls, in one media-server process for all cases.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from tests.tt_media_server.conftest import SERVER_DIR, media_python
+
+# String settings whose values are checked, with values each check must refuse.
+CHECKED_TEXT = {
+    "model": ["nope", "../etc"], "device": ["nope", "n150; id"], "model_runner": ["nope", ""],
+    "models": ["nope", "a=nope"], "device_ids": ["(0", "x", "(0),(0)", ""], "device_mesh_shape": ["0,1", "x", ""],
+    "api_key": [""],
+}
+# Free text by design, with why nothing can be wrong about its type.
+FREE_TEXT = {
+    "reset_device_command": "a shell command line the operator chooses (empty: no reset)",
+    "model_weights_path": "read only by runners that need weights, which then name the path",
+    "image_cpu_weights_path": "read only by the image-cpu runner, which refuses a folder that is not a pipeline",
+    "image_cpu_hf_repo": "a Hugging Face repo name looked up in the local cache",
+    "mock_hang_on": "a substring the mock runner matches in prompts",
+    "mock_crash_on": "a substring the mock runner matches in prompts",
+}
+
+SCRIPT = r"""
+import json, math, os, sys, typing
+from media_server.app import create_app
+from media_server.config import Settings
+
+checked_text, free_text = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+
+def bad_values(name, field):
+    kind = field.annotation
+    bounds = {attr: getattr(meta, attr) for meta in field.metadata for attr in ("ge", "gt", "le", "lt")
+              if getattr(meta, attr, None) is not None}
+    if kind is bool:
+        return ["maybe", "2"]
+    if kind in (int, float):
+        values = ["abc", "", "1e999999"] + (["1.5"] if kind is int else ["nan", "inf", "-inf"])
+        if "ge" in bounds: values.append(str(bounds["ge"] - 1))
+        if "gt" in bounds: values.append(str(bounds["gt"]))
+        if "le" in bounds: values.append(str(bounds["le"] + 1))
+        if "lt" in bounds: values.append(str(bounds["lt"]))
+        return values
+    if typing.get_origin(kind) is typing.Literal:
+        return ["bogus", ""]
+    if name in checked_text:
+        return checked_text[name]
+    if name in free_text:
+        return []
+    raise SystemExit(f"UNCLASSIFIED {name}")
+
+results = []
+for name, field in Settings.model_fields.items():
+    for value in bad_values(name, field):
+        saved = dict(os.environ)
+        os.environ[name.upper()] = value
+        try:
+            create_app()
+            results.append([name, value, "STARTED"])
+        except SystemExit as exc:
+            results.append([name, value, str(exc)])
+        os.environ.clear(); os.environ.update(saved)
+print(json.dumps(results))
+"""
+
+
+def test_every_setting_with_a_wrong_value_stops_start_up_naming_it(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MOCK_", "MODEL", "DEVICE", "API_KEY"))}
+    env.update({"API_KEY": "k", "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)})
+    result = subprocess.run([str(media_python()), "-c", SCRIPT, json.dumps(CHECKED_TEXT), json.dumps(FREE_TEXT)],
+                            cwd=SERVER_DIR, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    results = json.loads(result.stdout.strip().splitlines()[-1])
+    covered = {name for name, _, _ in results}
+    assert covered >= set(CHECKED_TEXT) and len(covered) >= 30, covered
+    wrong = []
+    for name, value, line in results:
+        ok = (line.startswith("tt-media-server: cannot start:") and "\n" not in line
+              and name.upper() in line and len(line) < 2000)
+        if not ok:
+            wrong.append(f"{name.upper()}={value!r}: {line[:300]}")
+    assert not wrong, "\n".join(wrong)
