@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,24 @@ def test_a_failed_smoke_test_never_tags_the_image(monkeypatch, tmp_path):
     assert bdi.main(["--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--output-dir", str(tmp_path)]) == 0
     tags = [args for args in calls if args and args[0] == "tag"]
     assert len(tags) == 1 and tags[0][1].rpartition(":")[2].startswith("candidate-")
+
+
+def test_the_smoke_test_is_a_whole_smoke_release_through_the_candidate(specs, tmp_path):
+    plans, _ = bdi.plan_builds([s for s in specs if s.device_type.value == "cpu"])
+    for plan in plans:
+        cmd = bdi.smoke_command(plan, 18123, tmp_path / "run")
+        joined = " ".join(cmd)
+        assert "--workflow release" in joined and "--workflow-args mode=smoke" in joined
+        assert "--docker-server" in cmd and f"--override-docker-image {plan.candidate}" in joined
+        assert "--local-server" not in cmd and "--server-url" not in cmd
+
+
+def test_a_smoke_release_past_its_deadline_is_stopped_and_named(tmp_path):
+    script = "import time; print('waiting', flush=True); time.sleep(60)"
+    started = time.monotonic()
+    with pytest.raises(bdi.BuildError, match=r"no result within 1 s; last lines: waiting"):
+        bdi._run_with_deadline([sys.executable, "-c", script], dict(os.environ), 1, "smoke release of x")
+    assert time.monotonic() - started < 30  # SIGTERM ended it, not the sleep
 
 
 def test_build_context_holds_only_what_the_dockerfile_copies(tmp_path):
