@@ -29,6 +29,7 @@ METHOD_STDERR = "normal: value ± 1.96 × the tool's standard error"
 METHOD_WILSON = "Wilson score interval of a rate"
 METHOD_BOOTSTRAP = "percentile bootstrap over items"
 METHOD_ORDER_STATISTIC = "distribution-free order-statistic interval of a quantile"
+METHOD_EXACT = "exact: every item of a fixed set is checked; no wider population is estimated"
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,12 @@ class Interval:
 
     def half_width(self) -> float:
         return (self.high - self.low) / 2
+
+
+def exact(value: float) -> Interval:
+    """A zero-width interval for a claim about a fixed set of items, not an estimate (e.g. 'both
+    photos are classified right'): there is no sampling, so nothing to be unsure about."""
+    return Interval(value, value, METHOD_EXACT)
 
 
 def from_stderr(value: float, stderr: float, lower: float = 0.0, upper: float = 1.0) -> Interval:

@@ -43,6 +43,7 @@ class RunStatus(str, Enum):
     RUNNING = "running"
     PASSED = "passed"
     FAILED = "failed"
+    INCONCLUSIVE = "inconclusive"  # nothing failed, but a required check's samples could not decide it
     INTERRUPTED = "interrupted"
 
     def __str__(self) -> str:

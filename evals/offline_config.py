@@ -31,11 +31,14 @@ REFERENCE_SOURCE = (
     "repeated at num_concurrent 8 with identical scores; see evals/README.md"
 )
 
-# Relative tolerance for the offline tasks. Greedy fp32 decoding gave identical per-item results at
-# num_concurrent 4 and 8 on this machine, but other CPUs (AVX-512, other thread counts) use other
-# kernels and can flip near-tie items. 15% of the smoke references is 2-3 of 25 items of slack
-# (about 10 of 108-120 in ci/full), while a broken server lands near chance (MC ~0.27) or zero.
-OFFLINE_TOLERANCE = 0.15
+# Relative tolerance for the offline tasks: the target (reference * 0.8) is the floor that separates
+# a healthy server from a broken one, which lands near chance (MC ~0.27) or zero. Sampling noise is
+# not in the tolerance: each score is decided on its 95% interval (lm-eval's stderr), so the 25-item
+# smoke subset (interval about +-0.19) is inconclusive unless clearly broken, while ci/full (108-120
+# items, about +-0.09) decide a healthy score. Greedy fp32 decoding gave identical per-item results
+# at num_concurrent 4 and 8 on this machine; other CPUs (AVX-512, other thread counts) use other
+# kernels and can flip near-tie items, which this floor leaves room for.
+OFFLINE_TOLERANCE = 0.2
 
 
 def _score(metric: str, full: float, smoke: float) -> ScoreSpec:

@@ -14,16 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from contracts.intervals import FAIL, INCONCLUSIVE, PASS, Interval, decide, from_stderr, wilson
 from contracts.typed_record import RecordError, TypedRecord, described
 from evals.eval_spec import ScoreSpec
 
 __all__ = ["SCHEMA", "EvalRecord", "RecordError", "ResultsError", "accuracy_check", "find_results_file",
-           "score_results"]
+           "score_interval", "score_results"]
 
 SCHEMA = "tt-eval-record/1"
 STATUS_PASSED, STATUS_FAILED, STATUS_ERROR = "passed", "failed", "error"
-#: z-score for the sample-size margin when a reference was measured on a different sample set.
-SAMPLE_MARGIN_Z = 2.0
+#: Scored, but the interval holds the target: the samples cannot tell pass from fail.
+STATUS_INCONCLUSIVE = "inconclusive"
+#: Status of a scored task by its decision.
+STATUS_BY_DECISION = {PASS: STATUS_PASSED, FAIL: STATUS_FAILED, INCONCLUSIVE: STATUS_INCONCLUSIVE}
 
 
 @dataclass
@@ -50,18 +53,44 @@ class EvalRecord(TypedRecord):
     reference_score: float | None = described("our measured reference score for this sample set, as a fraction",
                                               None)
     reference_source: str | None = described("how and where the reference score was measured", None)
-    tolerance: float = described("relative tolerance: passed when value >= basis * (1 - tolerance)", 0.05)
+    tolerance: float = described("relative tolerance: the target is the basis (reference, else published) "
+                                 "* (1 - tolerance)", 0.05)
+    target: float | None = described("the lowest acceptable score, as a fraction: basis * (1 - tolerance)", None)
+    ci95: list[float] | None = described("95% interval of the score [low, high]; how it was made is in ci_method",
+                                         None)
+    ci_method: str | None = described("how ci95 was made: from lm-eval's standard error (normal), a Wilson "
+                                      "interval of a rate, or a bootstrap over items", None)
+    decision: str | None = described("pass when the whole interval is at or above the target, fail when it is "
+                                     "wholly below, inconclusive when the samples cannot tell; null when not "
+                                     "judged", None)
+    reference_conditions: dict[str, str] = described(
+        "what the reference score depends on (data set hash and generator version, CPU ISA, compute type)",
+        factory=dict)
+    condition_differences: list[str] = described(
+        "conditions of this run that differ from the reference's: a score may then move for reasons other "
+        "than a serving bug", factory=list)
     ratio_to_reference: float | None = described("value / reference_score", None)
     ratio_to_published: float | None = described("value / published_score", None)
-    passed: bool | None = described("accuracy check result; null when there is nothing to compare with", None)
-    status: str = described("passed, failed (scored below the tolerance) or error (not scored)", STATUS_ERROR)
+    passed: bool | None = described("decision is pass (true) or fail (false); null when inconclusive or when "
+                                    "there is nothing to compare with", None)
+    status: str = described("passed, failed or inconclusive (by decision), or error (not scored)", STATUS_ERROR)
     error: str | None = described("one line saying why the task was not scored", None)
     results_file: str | None = described("lm-eval's results JSON, relative to the run directory", None)
 
     @property
     def is_finished(self) -> bool:
         """Finished = lm-eval produced a score (passed or failed its check); errors are retried."""
-        return self.status in (STATUS_PASSED, STATUS_FAILED) and self.value is not None
+        return self.status in (STATUS_PASSED, STATUS_FAILED, STATUS_INCONCLUSIVE) and self.value is not None
+
+    def apply(self, check: "AccuracyCheck") -> None:
+        """Copy an accuracy check's outcome into the record (status included)."""
+        self.reference_score, self.tolerance, self.target = check.reference_score, check.tolerance, check.target
+        self.ratio_to_reference, self.ratio_to_published = check.ratio_to_reference, check.ratio_to_published
+        self.ci95 = check.interval.as_list() if check.interval else None
+        self.ci_method = check.interval.method if check.interval else None
+        self.decision = check.decision
+        self.passed = {PASS: True, FAIL: False}.get(check.decision or "")
+        self.status = STATUS_BY_DECISION.get(check.decision or "", STATUS_PASSED)
 
 
 # ----------------------------------------------------------------------------- lm-eval results
@@ -131,27 +160,28 @@ def score_results(results: Mapping[str, Any], task: str, spec: ScoreSpec) -> tup
 
 @dataclass(frozen=True)
 class AccuracyCheck:
-    basis: float | None  # the score compared against (reference, else published)
+    basis: float | None  # the score the target derives from (reference, else published)
     reference_score: float | None
-    tolerance: float  # effective relative tolerance: passed == value >= basis * (1 - tolerance)
+    tolerance: float  # relative: target == basis * (1 - tolerance)
+    target: float | None
+    interval: Interval | None
+    decision: str | None  # pass / fail / inconclusive; None when there is nothing to compare with
     ratio_to_reference: float | None
     ratio_to_published: float | None
-    passed: bool | None
+
+    @property
+    def passed(self) -> bool | None:
+        return {PASS: True, FAIL: False}.get(self.decision or "")
 
 
-def sample_margin_tolerance(basis: float, tolerance: float, samples: int | None) -> float:
-    """Widen a relative tolerance for a score measured on ``samples`` items of a larger set.
-
-    A reference measured on the full dataset says little about a 20-item subset: the subset's
-    accuracy has a binomial spread of sqrt(p(1-p)/n). Subtracting ``SAMPLE_MARGIN_Z`` of those
-    from the threshold keeps a correct server passing smoke runs while a broken one (score near
-    zero or chance) still fails. Returned as an equivalent relative tolerance, capped below 1.
-    """
-    if not samples or basis <= 0:
-        return tolerance
-    margin = SAMPLE_MARGIN_Z * math.sqrt(basis * (1 - basis) / samples)
-    threshold = basis * (1 - tolerance) - margin
-    return min(0.95, max(tolerance, 1 - threshold / basis))
+def score_interval(value: float, stderr: float | None, samples: int | None) -> Interval | None:
+    """lm-eval's standard error when it gave one; else a Wilson interval when the score is a rate
+    over ``samples`` items; None when neither is known (the check is then inconclusive)."""
+    if stderr is not None and stderr > 0:
+        return from_stderr(value, stderr)
+    if samples:
+        return wilson(value * samples, samples)
+    return None
 
 
 def accuracy_check(
@@ -159,31 +189,30 @@ def accuracy_check(
     spec: ScoreSpec | None,
     mode: str | None,
     samples: int | None,
-    ran_subset: bool,
+    stderr: float | None = None,
 ) -> AccuracyCheck:
-    """Compare a score with the mode's reference (else the full reference, else published).
+    """Decide a score against the target derived from the mode's reference (else the full
+    reference, else the published score), on the score's 95% interval.
 
     ``mode`` names the mode whose exact sample subset was run (None when a ``limit`` override made
-    the subset differ from every mode's); a reference measured on that very subset is compared with
-    the plain tolerance. Otherwise, when ``ran_subset`` (fewer items than the whole dataset), the
-    tolerance gets the sample-size margin of ``sample_margin_tolerance``.
-    ``passed`` is None when there is nothing to compare with (no score or no reference).
+    the subset differ from every mode's); a reference measured on that very subset is the basis,
+    otherwise the full-set reference. Sampling noise lives in the interval, not in the tolerance:
+    a small subset gets a wide interval and so an inconclusive decision, never a fail by chance.
     """
     if spec is None:
-        return AccuracyCheck(None, None, 0.05, None, None, None)
+        return AccuracyCheck(None, None, 0.05, None, None, None, None, None)
     exact = mode is not None and mode in spec.mode_reference_scores
     ref = spec.mode_reference_scores[mode] if exact else spec.reference_score
-    subset_of_reference = ran_subset and not exact
     basis = ref if ref is not None else spec.published_score
     tol = spec.tolerance
-    if basis is not None and subset_of_reference:
-        tol = sample_margin_tolerance(basis, tol, samples)
 
     def ratio(b: float | None) -> float | None:
         return None if value is None or not b else value / b
 
-    passed = None
+    target = interval = decision = None
     if value is not None and basis is not None:
-        # A tiny epsilon keeps a score exactly on the threshold from failing on float rounding.
-        passed = value >= basis * (1 - tol) - 1e-9
-    return AccuracyCheck(basis, ref, round(tol, 6), ratio(ref), ratio(spec.published_score), passed)
+        target = round(basis * (1 - tol), 6)
+        interval = score_interval(value, stderr, samples)
+        decision = decide(interval, target, higher_is_better=True)
+    return AccuracyCheck(basis, ref, round(tol, 6), target, interval, decision, ratio(ref),
+                         ratio(spec.published_score))

@@ -20,10 +20,11 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evals.records import STATUS_ERROR, STATUS_FAILED, STATUS_PASSED, EvalRecord  # noqa: E402
+from contracts.intervals import Interval, bootstrap_ratio, decide, exact  # noqa: E402
+from evals.records import STATUS_ERROR, STATUS_FAILED, AccuracyCheck, EvalRecord  # noqa: E402
 from media_clients import data, scoring  # noqa: E402
 from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper  # noqa: E402
-from media_clients.eval_references import reference_for  # noqa: E402
+from media_clients.eval_references import Reference, reference_for  # noqa: E402
 from media_clients.workloads import (CnnWorkload, EmbeddingWorkload, ImageWorkload, SpeechWorkload,  # noqa: E402
                                      describe, spec_params)
 
@@ -115,6 +116,42 @@ def eval_image(run: ClientRun) -> tuple[float, int, list[dict]]:
 EVALS = {"speech": eval_speech, "cnn": eval_cnn, "embedding": eval_embedding, "image": eval_image}
 
 
+def score_interval(kind: str, ref: Reference, value: float, items: list[dict]) -> Interval:
+    """Speech: a bootstrap over sentences of the corpus WER, turned into accuracy. A fixed set of
+    items checked one by one: exact."""
+    if kind == "speech" and not ref.every_item:
+        wer = bootstrap_ratio([i["word_errors"] for i in items], [i["words"] for i in items])
+        return Interval(max(0.0, 1.0 - wer.high), min(1.0, 1.0 - wer.low), wer.method)
+    return exact(value)
+
+
+def cpu_isa() -> str:
+    """The widest x86 vector ISA /proc/cpuinfo advertises (kernels are chosen by it)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return "unknown"
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "other"
+
+
+def current_conditions(run: ClientRun, ref: Reference) -> dict[str, str]:
+    """This run's values of the conditions the reference names."""
+    now: dict[str, str] = {}
+    if "data" in ref.conditions or "generator" in ref.conditions:
+        module = data._speech_module()
+        now.update(data=module.dataset_identity(), generator=module.generator_version())
+    now["cpu_isa"] = cpu_isa()
+    env = run.spec.get("env_vars") or {}
+    now["compute_type"] = str(env.get("WHISPER_COMPUTE_TYPE") or "int8") if run.kind == "speech" else "default"
+    return {key: now[key] for key in ref.conditions if key in now}
+
+
+def condition_differences(reference: dict[str, str], now: dict[str, str]) -> list[str]:
+    return [f"{key}: {now.get(key, 'unknown')} here, {value} for the reference"
+            for key, value in reference.items() if now.get(key) != value]
+
+
 def run(run: ClientRun) -> int:
     ref = reference_for(run.kind, str(run.spec.get("model_name", "")))
     task_dir = run.out_dir("evals") / ref.task
@@ -132,15 +169,22 @@ def run(run: ClientRun) -> int:
         log(f"{ref.task}: error: {exc}")
     else:
         record.value, record.samples = round(value, 6), samples
-        record.ratio_to_reference = round(value / ref.score, 6) if ref.score else None
-        record.passed = value >= ref.score * (1 - ref.tolerance) - 1e-9
-        record.status = STATUS_PASSED if record.passed else STATUS_FAILED
-        log(f"{ref.task}: {value:.4f} (reference {ref.score:g}, tolerance {ref.tolerance:g}) -> {record.status}")
+        interval = score_interval(run.kind, ref, value, items)
+        decision = decide(interval, ref.target, higher_is_better=True)
+        record.apply(AccuracyCheck(ref.score, ref.score, ref.tolerance, ref.target, interval, decision,
+                                   round(value / ref.score, 6) if ref.score else None, None))
+        record.reference_conditions = dict(ref.conditions)
+        record.condition_differences = condition_differences(ref.conditions, current_conditions(run, ref))
+        for line in record.condition_differences:
+            log(f"{ref.task}: differs from the reference's conditions: {line}")
+        log(f"{ref.task}: {value:.4f} (95% CI {interval.low:.4f}..{interval.high:.4f}, n={samples}; target "
+            f"{ref.target:g} = reference {ref.score:g} * (1 - {ref.tolerance:g})) -> {record.status}")
     items_path = task_dir / "items.json"
     items_path.write_text(json.dumps({"task": ref.task, "items": items}, indent=2) + "\n")
     record_path = record.write(task_dir / "eval_record.json")
     run.write_outputs("evals", [record_path, items_path])
-    return EXIT_OK if record.status == STATUS_PASSED else EXIT_FAILED
+    # Inconclusive does not fail the step: the release verdict decides what an undecided score means.
+    return EXIT_FAILED if record.status in (STATUS_FAILED, STATUS_ERROR) else EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,11 @@ Rules (documented in the report legend too):
 * A manifest step with status ``failed`` blocks (the numbers after a crash are partial), unless
   it is a section whose own records show the failure (client workflows exit 1 when their own
   checks fail): then those records are judged item by item, so waivers and tiers apply.
+* Numbers decided on their 95% interval (evals today) are listed in ``verdict.checks``: a
+  ``fail`` is a blocker; an ``inconclusive`` check is required unless the run's mode is
+  ``smoke`` (a smoke run only proves the path works: its samples are too few to decide a
+  healthy score, but a broken one still fails). Result: FAIL when an unwaived blocker remains,
+  else INCONCLUSIVE when a required check is undecided, else PASS.
 * ``known_issues`` waivers in the model spec turn a blocker into a waived item carrying the
   waiver's reason. A waiver matches on ``workflow`` == blocker category and ``task`` == the
   item (point key or eval task) or ``"*"``. A crashed step is only waived by naming it
@@ -38,6 +43,7 @@ from reports.schema import (
     TIERS,
     BenchmarkRow,
     Blocker,
+    Check,
     EvalRow,
     MediaRow,
     MediaTierCheck,
@@ -316,6 +322,7 @@ def decide(
                         raw.append(Blocker("benchmarks", row.key, detail, check.tier))
         raw.extend(media_blockers(media, tiers, max_error_rate))
 
+    checks: list[Check] = []
     if evals_judged and need_evals:
         if not evals:
             raw.append(Blocker("evals", "no-records", "evals ran but wrote no eval records"))
@@ -324,6 +331,9 @@ def decide(
                 raw.append(Blocker("evals", ev.task, f"eval errored: {ev.error or 'no detail'}"))
             elif ev.passed is False or ev.status == "failed":
                 raw.append(Blocker("evals", ev.task, _eval_detail(ev)))
+        checks = [check for ev in evals if ev.status != "error" and (check := eval_check(ev)) is not None]
+        notes += [f"eval {ev.task}: no reference or published score, not judged" for ev in evals
+                  if ev.status != "error" and eval_check(ev) is None]
 
     for name, section in (("tests", tests), ("stress_tests", stress_tests)):
         for item in section.items:
@@ -339,8 +349,14 @@ def decide(
         else:
             waived.append(Waived(blocker.category, blocker.item, blocker.detail,
                                  waiver.reason, blocker.tier))
+    for check in checks:
+        as_blocker = Blocker(check.category, check.item, check.detail or "")
+        if check.decision != "pass" and any(w.matches(as_blocker) for w in waivers):
+            check.decision = "waived"
+    undecided = [c for c in checks if c.required and c.decision == "inconclusive"]
     return Verdict(
-        result="FAIL" if blockers else "PASS",
+        result="FAIL" if blockers else "INCONCLUSIVE" if undecided else "PASS",
+        checks=checks,
         blockers=blockers,
         waived=waived,
         model_status=status or None,
@@ -371,7 +387,39 @@ def _explained_sections(targets: list[TargetRow], evals: list[EvalRow], tests: S
     return out
 
 
+def eval_check(ev: EvalRow) -> Check | None:
+    """An eval row as a check decided on its interval; None when there was nothing to compare it
+    with. Smoke runs decide only what their samples can: an inconclusive smoke score is shown, not
+    required."""
+    decision = ev.decision or {True: "pass", False: "fail"}.get(ev.passed)
+    if decision is None:
+        if ev.target is None:
+            return None
+        decision = "inconclusive"
+    detail = None
+    required = True
+    if decision == "inconclusive":
+        if ev.mode == "smoke":
+            required = False
+            detail = "smoke samples cannot decide a healthy score; not required (mode=ci decides it)"
+        else:
+            detail = "the 95% interval holds the target: more samples decide it (rerun with mode=full)"
+    if ev.condition_differences:
+        detail = "; ".join(filter(None, [detail, "differs from the reference's conditions: "
+                                         + ", ".join(ev.condition_differences)]))
+    return Check(name=f"accuracy {ev.task}", category="evals", item=ev.task, required=required,
+                 value=ev.value, ci95=ev.ci95, ci_method=ev.ci_method, n=ev.samples, target=ev.target,
+                 decision=decision, detail=detail)
+
+
+def _fmt_ci(ci: list[float] | None) -> str:
+    return "no interval" if not ci else f"[{ci[0]:.4g}, {ci[1]:.4g}]"
+
+
 def _eval_detail(ev: EvalRow) -> str:
+    if ev.ci95 and ev.target is not None:
+        return (f"score {ev.value} (95% CI {_fmt_ci(ev.ci95)}, n={ev.samples}) is clearly below target "
+                f"{ev.target} (reference {ev.reference_score or ev.published_score}, tolerance {ev.tolerance})")
     if ev.ratio_to_reference is not None:
         return (f"score {ev.value} is {ev.ratio_to_reference:.3f} of reference "
                 f"{ev.reference_score} (tolerance {ev.tolerance})")
@@ -381,5 +429,6 @@ def _eval_detail(ev: EvalRow) -> str:
     return f"eval status {ev.status}, score {ev.value}"
 
 
-__all__ = ["TIERS", "STATUS_TIERS", "check_tier", "check_metric_tier", "media_blockers", "decide", "required_tiers", "evals_required",
+__all__ = ["TIERS", "STATUS_TIERS", "check_tier", "check_metric_tier", "media_blockers", "decide", "eval_check",
+           "required_tiers", "evals_required",
            "parse_waivers", "Waiver", "max_error_rate", "error_rate_detail", "measured_values"]

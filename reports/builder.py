@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import platform
 from pathlib import Path
 from typing import Any
@@ -313,12 +312,21 @@ def _read_evals(run_dir: Path, problems: list[str]) -> list[EvalRow]:
             samples=_int(r.samples), mode=_str(r.mode),
             published_score=_num(r.published_score), published_source=_str(r.published_source),
             reference_score=_num(r.reference_score), reference_source=_str(r.reference_source),
-            tolerance=_num(r.tolerance), ratio_to_reference=_num(r.ratio_to_reference),
-            ratio_to_published=_num(r.ratio_to_published),
+            tolerance=_num(r.tolerance), target=_num(r.target), ci95=_interval(r.ci95),
+            ci_method=_str(r.ci_method), decision=_str(r.decision),
+            condition_differences=[str(d) for d in r.condition_differences or []],
+            ratio_to_reference=_num(r.ratio_to_reference), ratio_to_published=_num(r.ratio_to_published),
             passed=r.passed if isinstance(r.passed, bool) else None,
             error=_str(r.error), record_file=rel))
     rows.sort(key=lambda e: e.task)
     return rows
+
+
+def _interval(value: Any) -> list[float] | None:
+    """A [low, high] pair of numbers, else None."""
+    if isinstance(value, list) and len(value) == 2 and all(_num(v) is not None for v in value):
+        return [float(v) for v in value]
+    return None
 
 
 def _read_section(run_dir: Path, name: str, problems: list[str]) -> list[SectionItem]:

@@ -84,5 +84,8 @@ def print_summary(record: ReportRecord, file: TextIO | None = None, width: int =
         console.print(_table("Waived", ["Category", "Item", "Tier", "Detail", "Waiver reason"],
                              [[w.category, w.item, w.tier or "", w.detail, w.waiver_reason]
                               for w in v.waived]))
-    colour = "bold green" if v.result == "PASS" else "bold red"
+    if v.checks:
+        console.print(_table("Checks decided on their 95% interval", [h for h, _ in views.CHECK_COLUMNS],
+                             [views.cells(views.CHECK_COLUMNS, c) for c in v.checks]))
+    colour = {"PASS": "bold green", "INCONCLUSIVE": "bold yellow"}.get(v.result, "bold red")
     console.print(f"[{colour}]{escape(views.verdict_line(record))}[/]", soft_wrap=True)

@@ -48,6 +48,7 @@ def render_html(record: ReportRecord) -> str:
         "bench": _table(views.BENCHMARK_COLUMNS, record.benchmarks),
         "targets": _table(views.TIER_COLUMNS, views.tier_rows(record)),
         "evals": _table(views.EVAL_COLUMNS, record.evals),
+        "checks": _table(views.CHECK_COLUMNS, record.verdict.checks),
         "media": [{"kind": t.kind, "title": t.title,
                    "table": {"headers": t.headers, "rows": [[(c, _cls(c)) for c in row] for row in t.rows]},
                    "targets": [line for line in target_lines(record) if line.startswith(f"{t.kind}_")],

@@ -51,6 +51,10 @@ def render_markdown(record: ReportRecord) -> str:
         out.append("")
     else:
         out += ["No blockers.", ""]
+    if v.checks:
+        out += ["Checks decided on their 95% interval:", "",
+                table([h for h, _ in views.CHECK_COLUMNS], [views.cells(views.CHECK_COLUMNS, c) for c in v.checks]),
+                ""]
     if v.waived:
         out += ["Waived (known issues):", ""]
         out += [f"- [{w.category}] {w.item}{f' ({w.tier})' if w.tier else ''}: {w.detail} "

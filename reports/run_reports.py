@@ -29,7 +29,7 @@ if __package__ in (None, ""):
     sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != Path(_here)]
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-EXIT_PASS, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_FAIL = 0, 1, 2, 3
+EXIT_PASS, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INCONCLUSIVE = 0, 1, 2, 3, 4
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--workflow-args-json", default=None)
     p.add_argument("--disable-trace-capture", action="store_true", help="accepted and ignored")
     p.add_argument("--ignore-verdict", action="store_true",
-                   help="write the reports and exit 0 even when the verdict is FAIL")
+                   help="write the reports and exit 0 even when the verdict is FAIL or INCONCLUSIVE")
     return p.parse_args(argv)
 
 
@@ -95,9 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     if record.verdict.result == "PASS":
         return EXIT_PASS
     if ignore:
-        print("reports: verdict FAIL ignored (--ignore-verdict)", flush=True)
+        print(f"reports: verdict {record.verdict.result} ignored (--ignore-verdict)", flush=True)
         return EXIT_PASS
-    return EXIT_FAIL
+    return EXIT_INCONCLUSIVE if record.verdict.result == "INCONCLUSIVE" else EXIT_FAIL
 
 
 if __name__ == "__main__":

@@ -260,11 +260,20 @@ class EvalRow(TypedRecord):
     reference_score: float | None = described("Reference score measured on the reference system.", None)
     reference_source: str | None = described("Where the reference score comes from.", None)
     tolerance: float | None = described("Allowed relative shortfall.", None)
+    target: float | None = described("Lowest acceptable score: reference (else published) * (1 - tolerance).",
+                                     None)
+    ci95: list[float] | None = described("95% interval of the score [low, high] (method in ci_method).", None)
+    ci_method: str | None = described("How ci95 was made: lm-eval's stderr (normal), Wilson, or a bootstrap "
+                                      "over items.", None)
+    decision: str | None = described(
+        "pass when the whole 95% interval is at or above the target, fail when wholly below, inconclusive "
+        "when the samples cannot tell. Evals are required for every status but EXPERIMENTAL.", None)
+    condition_differences: list[str] = described(
+        "Where this run's conditions (data, generator, CPU ISA, compute type) differ from the reference's.",
+        factory=list)
     ratio_to_reference: float | None = described("score / reference score.", None)
     ratio_to_published: float | None = described("score / published score.", None)
-    passed: bool | None = described(
-        "An eval passes when score / reference score >= 1 - tolerance (the published score is used "
-        "when there is no reference). Evals are required for every status but EXPERIMENTAL.", None)
+    passed: bool | None = described("decision is pass (true) or fail (false); null otherwise.", None)
     error: str | None = described("Why the task errored.", None)
     record_file: str | None = described("The eval record, relative to the run directory.", None)
 
@@ -316,13 +325,35 @@ class Waived(TypedRecord):
 
 
 @dataclass
+class Check(TypedRecord):
+    """One number the verdict decided on its interval."""
+
+    name: str = described("What was checked, e.g. 'accuracy tt_offline_mc' (category, item).")
+    category: str = described("Section: evals, benchmarks, ...")
+    item: str = described("Eval task or point key.")
+    required: bool = described("The check counts towards the verdict (an inconclusive required check makes "
+                               "the run INCONCLUSIVE).")
+    value: float | None = described("The measured value.", None)
+    ci95: list[float] | None = described("95% interval of the value [low, high].", None)
+    ci_method: str | None = described("How ci95 was made.", None)
+    n: int | None = described("Samples behind the value.", None)
+    target: float | None = described("What the interval is compared with.", None)
+    decision: str = described("pass | fail | inconclusive | waived.", "inconclusive")
+    detail: str | None = described("Why it is not required, or what would decide it.", None)
+
+
+@dataclass
 class Verdict(TypedRecord):
     result: str = described(
-        "PASS when no unwaived blockers remain. Blockers: a failed run step, a benchmark point whose "
+        "PASS when no unwaived blocker and no undecided required check remains; FAIL when an unwaived "
+        "blocker remains; INCONCLUSIVE when nothing failed but a required check's 95% interval still holds "
+        "its target (more samples decide it). Blockers: a failed run step, a benchmark point whose "
         "error rate exceeds the spec's device_model_spec.max_error_rate (default 0, any status), a "
         "required-tier target missed or its point not run, a failed or errored eval (or none when "
         "evals ran), a failed test or stress record. Sections not part of the run are listed as not "
         "run, never as failures.")
+    checks: list[Check] = described("Every number decided on its interval, with its decision.", factory=list,
+                                    record_list=Check)
     blockers: list[Blocker] = described("What fails the verdict.", factory=list, record_list=Blocker)
     waived: list[Waived] = described("Blockers cleared by a known issue.", factory=list, record_list=Waived)
     model_status: str | None = described("Model status the verdict applied.", None)

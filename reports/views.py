@@ -116,11 +116,25 @@ def tier_result(row: TargetRow, t) -> str:
     return f"{label}{' (req)' if t.required else ''}"
 
 
+def value_with_interval(value: float | None, ci95: list[float] | None, digits: int = 4) -> str:
+    """'0.6917 [0.608, 0.775]': the value and its 95% interval."""
+    if value is None:
+        return "n/a"
+    if not ci95:
+        return num(value, digits)
+    return f"{value:.{digits}f} [{ci95[0]:.{digits - 1}f}, {ci95[1]:.{digits - 1}f}]"
+
+
+def decision_text(decision: str | None, passed: bool | None = None) -> str:
+    return (decision or {True: "pass", False: "fail"}.get(passed, "n/a")).upper()
+
+
 EVAL_COLUMNS: list[Column] = [
     ("Task", lambda e: e.task),
-    ("Check", lambda e: "ERROR" if e.status == "error" else check(e.passed)),
+    ("Check", lambda e: "ERROR" if e.status == "error" else decision_text(e.decision, e.passed)),
     ("Metric", lambda e: e.metric or "n/a"),
-    ("Score", lambda e: num(e.value, 4)),
+    ("Score [95% CI]", lambda e: value_with_interval(e.value, e.ci95)),
+    ("Target", lambda e: num(e.target, 4)),
     ("Reference", lambda e: num(e.reference_score, 4)),
     ("Ratio to ref", lambda e: ratio(e.ratio_to_reference)),
     ("Published", lambda e: num(e.published_score, 4)),
@@ -160,11 +174,24 @@ def metadata_rows(record: ReportRecord) -> list[tuple[str, str]]:
     return [(k, v if v not in (None, "") else "n/a") for k, v in rows]
 
 
+CHECK_COLUMNS: list[Column] = [
+    ("Check", lambda c: c.name),
+    ("Required", lambda c: "yes" if c.required else "no"),
+    ("Value [95% CI]", lambda c: value_with_interval(c.value, c.ci95)),
+    ("n", lambda c: num(c.n)),
+    ("Target", lambda c: num(c.target, 4)),
+    ("Decision", lambda c: decision_text(c.decision)),
+    ("Detail", lambda c: c.detail or ""),
+]
+
+
 def verdict_line(record: ReportRecord) -> str:
     v = record.verdict
+    undecided = sum(1 for c in v.checks if c.required and c.decision == "inconclusive")
     text = (f"VERDICT: {v.result} - {record.metadata.model_id} on {record.metadata.device} "
             f"(status {v.model_status or 'n/a'}; required tiers: "
             f"{', '.join(v.required_tiers) or 'none'}; evals "
             f"{'required' if v.evals_required else 'not required'}; "
-            f"{len(v.blockers)} blocker(s), {len(v.waived)} waived)")
+            f"{len(v.blockers)} blocker(s), {len(v.waived)} waived"
+            f"{f', {undecided} undecided' if undecided else ''})")
     return text

@@ -87,6 +87,23 @@ def default_directory() -> Path:
     return root / _cache_key()
 
 
+def generator_version() -> str:
+    """espeak-ng's own version line (the synthesized audio depends on it), or 'none'."""
+    if not shutil.which("espeak-ng"):
+        return "none"
+    return _run(["espeak-ng", "--version"]).strip().split("  Data at:")[0].strip()
+
+
+def dataset_identity() -> str:
+    """What the set's words and voice are, independent of the synthesizer build: 'N sentences, voice,
+    wpm (sha256 ...)'. Scores measured on one identity are comparable with another run's only when
+    it matches."""
+    material = json.dumps({"sentences": SENTENCES, "voice": VOICE, "wpm": WORDS_PER_MINUTE,
+                           "silence": SILENCE_SECONDS, "schema": SCHEMA})
+    digest = hashlib.sha256(material.encode()).hexdigest()[:12]
+    return f"speech set {len(SENTENCES)} sentences, {VOICE}, {WORDS_PER_MINUTE} wpm (sha256 {digest})"
+
+
 def _cache_key() -> str:
     version = _run(["espeak-ng", "--version"]).strip() if shutil.which("espeak-ng") else "none"
     material = json.dumps({"sentences": SENTENCES, "voice": VOICE, "wpm": WORDS_PER_MINUTE,

@@ -64,8 +64,12 @@ def eval_failures(run_dir: Path) -> list[str]:
         data = _read_json(path)
         if not isinstance(data, dict) or data.get("status") in ("passed", None):
             continue
-        why = data.get("error") or (f"score {data.get('value')} vs reference {data.get('reference_score')}"
-                                    if data.get("status") == "failed" else data.get("status"))
+        ci = data.get("ci95")
+        interval = f" in {ci}" if isinstance(ci, list) else ""
+        versus = (f"target {data.get('target')}" if data.get("target") is not None
+                  else f"reference {data.get('reference_score')}")
+        why = data.get("error") or (f"score {data.get('value')}{interval} vs {versus} (n={data.get('samples')})"
+                                    if data.get("status") in ("failed", "inconclusive") else data.get("status"))
         lines.append(f"eval {data.get('task') or path.parent.name}: {data.get('status')}: {why}")
     return lines
 
@@ -75,6 +79,8 @@ def verdict_blockers(run_dir: Path) -> list[str]:
     if not isinstance(report, dict) or not isinstance(report.get("verdict"), dict):
         return []
     verdict = report["verdict"]
+    if verdict.get("result") == "INCONCLUSIVE":
+        return undecided_checks(verdict)
     if verdict.get("result") != "FAIL":
         return []
     blockers = [_blocker_text(b) for b in verdict.get("blockers") or []]
@@ -82,6 +88,17 @@ def verdict_blockers(run_dir: Path) -> list[str]:
     if len(blockers) > MAX_BLOCKERS:
         shown.append(f"verdict FAIL: ... and {len(blockers) - MAX_BLOCKERS} more blockers (reports/report.md)")
     return shown or ["verdict FAIL (reports/report.md)"]
+
+
+def undecided_checks(verdict: dict) -> list[str]:
+    """One line per required check whose 95% interval still holds its target, and what decides it."""
+    lines = []
+    for check in verdict.get("checks") or []:
+        if not isinstance(check, dict) or not check.get("required") or check.get("decision") != "inconclusive":
+            continue
+        lines.append(f"verdict INCONCLUSIVE: {check.get('name')}: {check.get('value')} in {check.get('ci95')} "
+                     f"vs target {check.get('target')} (n={check.get('n')}): {check.get('detail') or 'undecided'}")
+    return lines or ["verdict INCONCLUSIVE (reports/report.md)"]
 
 
 def _blocker_text(blocker: Any) -> str:
@@ -94,7 +111,8 @@ def _blocker_text(blocker: Any) -> str:
 def failed_steps(manifest: Manifest) -> list[str]:
     """Failed steps, except a reports step whose only failure is the verdict (its blockers follow)."""
     return [f"step {s.name} {s.status.value}: {s.detail or 'see run.log'}" for s in manifest.steps
-            if s.status is StepStatus.FAILED and not (s.name == "reports" and s.detail == "verdict FAIL")]
+            if s.status is StepStatus.FAILED
+            and not (s.name == "reports" and s.detail in ("verdict FAIL", "verdict INCONCLUSIVE"))]
 
 
 def server_error(run_dir: Path, manifest: Manifest) -> list[str]:
@@ -116,7 +134,8 @@ def summary_lines(run_dir: Path, manifest: Manifest, cause: str | None = None) -
     """The closing lines of a run that did not pass (empty when it passed)."""
     if manifest.status is RunStatus.PASSED and cause is None:
         return []
-    head = {RunStatus.INTERRUPTED: "run interrupted", RunStatus.FAILED: "run failed"}.get(manifest.status, "run failed")
+    head = {RunStatus.INTERRUPTED: "run interrupted", RunStatus.FAILED: "run failed",
+            RunStatus.INCONCLUSIVE: "run inconclusive"}.get(manifest.status, "run failed")
     lines = [f"{head}: {cause}" if cause else head]
     lines += [line for line in failed_steps(manifest) if not cause or line.partition(": ")[2] not in cause]
     lines += server_error(run_dir, manifest)

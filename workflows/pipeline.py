@@ -37,6 +37,9 @@ __all__ = ["RunContext", "StepFailed", "execute", "PipelineStep", "SERVER_STEPS"
 
 SERVER_STOP_TIMEOUT_S = 20.0
 EXIT_VERDICT_FAIL = 3
+EXIT_VERDICT_INCONCLUSIVE = 4
+#: The reports step's exit codes that carry a verdict rather than a failure of the step itself.
+VERDICT_EXITS = {EXIT_VERDICT_FAIL: "FAIL", EXIT_VERDICT_INCONCLUSIVE: "INCONCLUSIVE"}
 DEFAULT_WARMUP_PAIR = (32, 4)
 
 
@@ -270,15 +273,16 @@ def run_client_step(ctx: RunContext, client: WorkflowType) -> int:
         raise StepFailed(str(exc)) from None
     ok = result.exit_code == 0
     detail = "" if ok else f"exit code {result.exit_code}"
-    if client is WorkflowType.REPORTS and result.exit_code == EXIT_VERDICT_FAIL:
-        detail = "verdict FAIL"
+    if client is WorkflowType.REPORTS and result.exit_code in VERDICT_EXITS:
+        detail = f"verdict {VERDICT_EXITS[result.exit_code]}"
     ctx.run_dir.end_step(record, StepStatus.PASSED if ok else StepStatus.FAILED, detail, result.outputs)
     (ctx.ui.step_done if ok else ctx.ui.step_failed)(client.value, detail, record.duration_s)
     return result.exit_code
 
 
 def run_clients(ctx: RunContext) -> int:
-    """Every client workflow in order; returns 0, 1 (a workflow failed) or 3 (only the verdict failed)."""
+    """Every client workflow in order; returns 0, 1 (a workflow failed), 3 (only the verdict failed) or
+    4 (nothing failed, but the verdict is INCONCLUSIVE)."""
     exit_code = 0
     for client in client_sequence(ctx.workflow):
         skip_reason = NOT_YET_AVAILABLE.get(client) or no_variant_reason(ctx.spec, client)
@@ -289,8 +293,8 @@ def run_clients(ctx: RunContext) -> int:
         code = run_client_step(ctx, client)
         if code == 0:
             continue
-        if client is WorkflowType.REPORTS and code == EXIT_VERDICT_FAIL:
-            exit_code = exit_code or EXIT_VERDICT_FAIL  # a failed workflow (1) outranks the verdict
+        if client is WorkflowType.REPORTS and code in VERDICT_EXITS:
+            exit_code = exit_code or code  # a failed workflow (1) outranks the verdict
         else:
             exit_code = 1
     return exit_code
@@ -347,7 +351,9 @@ def execute(ctx: RunContext, steps: tuple[PipelineStep, ...] = SERVER_STEPS) -> 
             ctx.ui.server_instructions(ctx.server.describe_how_to_reach(ctx.bearer))
             return 0
         exit_code = run_clients(ctx)
-        if exit_code:
+        if exit_code == EXIT_VERDICT_INCONCLUSIVE:
+            status, cause = RunStatus.INCONCLUSIVE, "the release verdict is INCONCLUSIVE"
+        elif exit_code:
             status = RunStatus.FAILED
             cause = "the release verdict is FAIL" if exit_code == EXIT_VERDICT_FAIL else "a client workflow failed"
     except Interrupted as exc:

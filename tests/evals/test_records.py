@@ -14,7 +14,6 @@ from evals.records import (
     accuracy_check,
     count_samples,
     find_results_file,
-    sample_margin_tolerance,
     score_results,
 )
 
@@ -35,6 +34,12 @@ SCHEMA_KEYS = {
     "reference_score",
     "reference_source",
     "tolerance",
+    "target",
+    "ci95",
+    "ci_method",
+    "decision",
+    "reference_conditions",
+    "condition_differences",
     "ratio_to_reference",
     "ratio_to_published",
     "passed",
@@ -118,42 +123,56 @@ SPEC = ScoreSpec(
 )
 
 
-def test_tolerance_threshold_is_reference_times_one_minus_tolerance():
-    edge = 0.80 * 0.95
-    assert accuracy_check(edge, SPEC, "ci", 100, ran_subset=False).passed is True
-    assert accuracy_check(edge - 0.001, SPEC, "ci", 100, ran_subset=False).passed is False
-    chk = accuracy_check(0.84, SPEC, "ci", 100, ran_subset=False)
+def test_target_is_reference_times_one_minus_tolerance_and_decided_on_the_interval():
+    target = 0.80 * 0.95
+    # Thousands of items: a tight interval decides either side of the target.
+    chk = accuracy_check(0.80, SPEC, "ci", 5000, stderr=0.005)
+    assert chk.target == pytest.approx(target) and chk.decision == "pass" and chk.passed is True
+    assert chk.interval.method.startswith("normal")
+    assert accuracy_check(0.72, SPEC, "ci", 5000, stderr=0.006).decision == "fail"
+    # 100 items around the target: the samples cannot tell.
+    chk = accuracy_check(0.77, SPEC, "ci", 100, stderr=0.042)
+    assert chk.decision == "inconclusive" and chk.passed is None
+    chk = accuracy_check(0.84, SPEC, "ci", 100, stderr=0.037)
     assert chk.ratio_to_reference == pytest.approx(0.84 / 0.80)
     assert chk.ratio_to_published == pytest.approx(0.84 / 0.90)
     assert chk.tolerance == 0.05
 
 
-def test_mode_reference_is_used_for_its_own_subset():
-    chk = accuracy_check(0.58, SPEC, "smoke", 25, ran_subset=True)
-    assert chk.reference_score == 0.60 and chk.tolerance == 0.05 and chk.passed is True
-    assert accuracy_check(0.56, SPEC, "smoke", 25, ran_subset=True).passed is False
+def test_without_a_stderr_the_score_is_a_rate_with_a_wilson_interval():
+    """lm-eval gives stderr 0 for a score of 0 or 1; Wilson still bounds it honestly."""
+    broken = accuracy_check(0.0, SPEC, "smoke", 25, stderr=0.0)
+    assert broken.interval.method.startswith("Wilson") and broken.decision == "fail"
+    perfect = accuracy_check(1.0, SPEC, "smoke", 3, stderr=None)
+    assert perfect.decision == "inconclusive"  # 3 of 3 cannot show >= 0.57 with 95% confidence
+    assert accuracy_check(0.5, SPEC, "ci", None, stderr=None).decision == "inconclusive"
+
+
+def test_mode_reference_is_the_basis_for_its_own_subset():
+    chk = accuracy_check(0.58, SPEC, "smoke", 25, stderr=0.1)
+    assert chk.reference_score == 0.60 and chk.target == pytest.approx(0.57)
+    assert chk.decision == "inconclusive"  # a healthy smoke score is not a fail by chance
+    assert accuracy_check(0.08, SPEC, "smoke", 25, stderr=0.055).decision == "fail"  # a broken one is
 
 
 def test_published_score_is_the_fallback_and_no_basis_gives_none():
     spec = ScoreSpec(metric_keys=("acc,none",), published_score=0.5)
-    assert accuracy_check(0.48, spec, "full", 1000, ran_subset=False).passed is True
-    assert accuracy_check(0.47, spec, "full", 1000, ran_subset=False).passed is False
-    assert accuracy_check(0.1, ScoreSpec(metric_keys=("acc,none",)), "full", 10, False).passed is None
-    assert accuracy_check(None, SPEC, "ci", None, False).passed is None
-    assert accuracy_check(0.5, None, "ci", 10, False).passed is None
+    assert accuracy_check(0.55, spec, "full", 10_000, stderr=0.005).passed is True
+    assert accuracy_check(0.40, spec, "full", 10_000, stderr=0.005).passed is False
+    assert accuracy_check(0.1, ScoreSpec(metric_keys=("acc,none",)), "full", 10).decision is None
+    assert accuracy_check(None, SPEC, "ci", None).decision is None
+    assert accuracy_check(0.5, None, "ci", 10).decision is None
 
 
-def test_subset_of_full_reference_gets_sample_margin():
-    """20 items of a dataset whose reference is 0.80: a correct server may land at 0.65, a broken one near 0."""
-    chk = accuracy_check(0.65, SPEC, None, 20, ran_subset=True)
-    assert chk.tolerance > 0.05 and chk.passed is True
-    # The effective tolerance still satisfies the record's invariant: passed == value >= ref*(1-tol).
-    assert (0.65 >= chk.reference_score * (1 - chk.tolerance)) is chk.passed
-    assert accuracy_check(0.25, SPEC, None, 20, ran_subset=True).passed is False
-    # The margin shrinks with more samples and vanishes for the whole set.
-    assert sample_margin_tolerance(0.8, 0.05, 10_000) < sample_margin_tolerance(0.8, 0.05, 20)
-    assert accuracy_check(0.70, SPEC, "full", 5000, ran_subset=False).passed is False
-    assert sample_margin_tolerance(0.5, 0.05, 1) == 0.95  # capped
+def test_a_record_takes_the_check_with_its_status():
+    record = EvalRecord(model_id="m", task="t", metric="acc,none", mode="ci", lm_eval_command="lm_eval",
+                        value=0.77, stderr=0.042, samples=100)
+    record.apply(accuracy_check(0.77, SPEC, "ci", 100, stderr=0.042))
+    assert (record.status, record.decision, record.passed) == ("inconclusive", "inconclusive", None)
+    assert record.ci95 == [pytest.approx(0.77 - 1.96 * 0.042, abs=1e-4), pytest.approx(0.77 + 1.96 * 0.042, abs=1e-4)]
+    assert record.is_finished  # scored: a rerun keeps it
+    record.apply(accuracy_check(0.0, SPEC, "ci", 100, stderr=0.0))
+    assert (record.status, record.passed) == ("failed", False)
 
 
 def test_record_is_typed_every_field_described_and_unknown_keys_kept(tmp_path):

@@ -103,3 +103,33 @@ def test_run_point_counts_and_classifies_failures(tmp_path):
     back = MediaPoint.read(point.write(tmp_path / "p.json"))
     assert back.to_dict() == point.to_dict()
     assert json.loads((tmp_path / "p.json").read_text())["schema"] == "tt-media-point/1"
+
+
+def test_speech_accuracy_interval_is_a_bootstrap_over_sentences_and_few_sentences_decide_little():
+    from media_clients.eval_references import reference_for
+    from media_clients.run_media_evals import score_interval
+
+    ref = reference_for("speech", "whisper-tiny.en")
+    three = [{"word_errors": e, "words": 12} for e in (0, 2, 5)]
+    interval = score_interval("speech", ref, 1 - 7 / 36, three)
+    assert interval.method.startswith("percentile bootstrap")
+    assert interval.low < ref.target < interval.high  # 3 sentences at 0.81: undecided, not a fail
+    many = [{"word_errors": e, "words": 12} for e in (0, 1, 2, 1, 0, 2, 1, 3, 1, 0) * 4]
+    assert score_interval("speech", ref, 1 - 44 / 480, many).low > ref.target  # 40 sentences decide it
+
+
+def test_fixed_item_checks_are_exact_and_condition_differences_are_named():
+    from media_clients.eval_references import reference_for
+    from media_clients.run_media_evals import condition_differences, score_interval
+
+    cnn = reference_for("cnn", "efficientnet-lite0")
+    assert cnn.every_item and score_interval("cnn", cnn, 1.0, []).as_list() == [1.0, 1.0]
+    speech = reference_for("speech", "whisper-tiny.en")
+    assert set(speech.conditions) == {"data", "generator", "cpu_isa", "compute_type"}
+    from media_clients import data
+    assert speech.conditions["data"] == data._speech_module().dataset_identity()  # the set it was measured on
+    now = {**speech.conditions, "generator": "eSpeak NG text-to-speech: 1.52", "cpu_isa": "avx2"}
+    assert condition_differences(speech.conditions, now) == [
+        f"generator: eSpeak NG text-to-speech: 1.52 here, {speech.conditions['generator']} for the reference",
+        f"cpu_isa: avx2 here, {speech.conditions['cpu_isa']} for the reference"]
+    assert condition_differences(speech.conditions, dict(speech.conditions)) == []

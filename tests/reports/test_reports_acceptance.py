@@ -159,6 +159,42 @@ def _decide(**kw):
     return acceptance.decide(**base)
 
 
+def _scored(task, decision, mode="ci", value=0.6, ci95=(0.5, 0.7), target=0.55):
+    return EvalRow(task, {"pass": "passed", "fail": "failed"}.get(decision, "inconclusive"), value=value,
+                   samples=100, mode=mode, target=target, ci95=list(ci95), ci_method="normal", decision=decision,
+                   passed={"pass": True, "fail": False}.get(decision))
+
+
+def test_every_judged_eval_is_a_check_with_its_interval_and_decision():
+    v = _decide(evals=[_scored("a", "pass", ci95=(0.56, 0.7)), _scored("b", "fail", value=0.3, ci95=(0.2, 0.4))])
+    assert v.result == "FAIL" and [b.item for b in v.blockers] == ["b"]
+    assert "clearly below target 0.55" in v.blockers[0].detail
+    checks = {c.item: c for c in v.checks}
+    assert (checks["a"].decision, checks["a"].ci95, checks["a"].n, checks["a"].required) == ("pass", [0.56, 0.7],
+                                                                                               100, True)
+    assert set(checks["b"].to_dict()) >= {"name", "required", "value", "ci95", "n", "target", "decision"}
+
+
+def test_an_undecided_required_check_makes_the_run_inconclusive_not_a_pass():
+    v = _decide(evals=[_scored("a", "pass", ci95=(0.56, 0.7)), _scored("b", "inconclusive")])
+    assert v.result == "INCONCLUSIVE" and v.blockers == []
+    assert "more samples" in next(c for c in v.checks if c.item == "b").detail
+    # A failure outranks an undecided check.
+    assert _decide(evals=[_scored("b", "inconclusive"), _scored("c", "fail", ci95=(0.2, 0.4))]).result == "FAIL"
+
+
+def test_smoke_decides_only_what_its_samples_can():
+    v = _decide(evals=[_scored("a", "inconclusive", mode="smoke")])
+    assert v.result == "PASS" and v.checks[0].required is False and "smoke" in v.checks[0].detail
+    assert _decide(evals=[_scored("a", "fail", mode="smoke", ci95=(0.0, 0.2))]).result == "FAIL"
+
+
+def test_a_waiver_covers_an_undecided_check_and_keeps_it_visible():
+    v = _decide(evals=[_scored("b", "inconclusive")],
+                known_issues=[{"workflow": "evals", "task": "b", "reason": "small set"}])
+    assert v.result == "PASS" and v.checks[0].decision == "waived"
+
+
 def test_step_failure_blocks_and_star_waiver_does_not_hide_it():
     steps = [StepSummary("benchmarks", "failed", detail="crashed"),
              StepSummary("reports", "failed")]

@@ -111,6 +111,28 @@ def test_exit_codes(tmp_path, outcome, code) -> None:
     assert out.getvalue().strip().splitlines()[-1].startswith("error: ")  # the cause is the last thing said
 
 
+def test_an_inconclusive_verdict_exits_4_and_names_the_undecided_checks_last(tmp_path) -> None:
+    def reports(ctx, workflow):
+        if workflow is WorkflowType.REPORTS:
+            (ctx.run_dir.path / "reports").mkdir(parents=True, exist_ok=True)
+            (ctx.run_dir.path / "reports" / "report.json").write_text(json.dumps({"verdict": {
+                "result": "INCONCLUSIVE", "blockers": [], "checks": [
+                    {"name": "accuracy tt_offline_qa", "required": True, "value": 0.59, "ci95": [0.5, 0.68],
+                     "n": 108, "target": 0.62, "decision": "inconclusive", "detail": "rerun with mode=full"},
+                    {"name": "accuracy tt_offline_mc", "required": True, "decision": "pass"}]}}))
+            return ClientResult(workflow, 4, [], 0.0)
+        return ClientResult(workflow, 0, [], 0.0)
+
+    ctx, out = make_ctx(tmp_path, "--workflow", "benchmarks", runner=reports)
+    assert pipeline.execute(ctx, ()) == 4
+    assert ctx.run_dir.manifest.status is RunStatus.INCONCLUSIVE
+    assert ctx.run_dir.manifest.step("reports").detail == "verdict INCONCLUSIVE"
+    lines = out.getvalue().strip().splitlines()
+    assert "error: run inconclusive: the release verdict is INCONCLUSIVE" in lines
+    assert lines[-1] == ("error: verdict INCONCLUSIVE: accuracy tt_offline_qa: 0.59 in [0.5, 0.68] vs target 0.62 "
+                         "(n=108): rerun with mode=full")
+
+
 def test_failed_step_stops_the_run_and_says_why_last(tmp_path) -> None:
     def broken(ctx):
         raise StepFailed("wait_ready: http://127.0.0.1:9 not ready after 5 s (stage health: no answer)")
