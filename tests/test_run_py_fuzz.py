@@ -1,6 +1,7 @@
 """run.py fuzzed: hostile arguments and files always end in a documented exit code, never a traceback.
 
-The property (README: 0 ok, 1 step failed, 2 bad input, 3 verdict FAIL, 128+N signal): whatever
+The property (README: 0 ok, 1 step failed, 2 bad input, 3 verdict FAIL, 4 verdict INCONCLUSIVE,
+128+N signal): whatever
 is typed, run.py exits with a documented code; bad input is one line ``run.py: error: ...`` with
 exit 2; no Python traceback reaches the console; a password planted in the input never shows.
 
@@ -37,7 +38,7 @@ from tests.helpers import PLANTED_PASSWORD, closed_port, hostile_text
 SEED = 31
 ARGV_CASES = 320
 PROCESS_CASES = 24
-DOCUMENTED_EXIT_CODES = {0, 1, 2, 3} | {128 + n for n in range(1, 65)}
+DOCUMENTED_EXIT_CODES = {0, 1, 2, 3, 4} | {128 + n for n in range(1, 65)}
 SECRET_NAMES = ("API_KEY", "VLLM_API_KEY", "JWT_SECRET", "OPENAI_API_KEY", "HF_TOKEN")
 # Flags whose real effect (deleting every venv) happens in run.py before any validation: never sent
 # to a real process. In-process, ``workflows.main`` does not act on it, so it is fuzzed there.
