@@ -1,9 +1,9 @@
 """run.py fuzzed: hostile arguments and files always end in a documented exit code, never a traceback.
 
 The property (README: 0 ok, 1 step failed, 2 bad input, 3 verdict FAIL, 4 verdict INCONCLUSIVE,
-128+N signal): whatever
-is typed, run.py exits with a documented code; bad input is one line ``run.py: error: ...`` with
-exit 2; no Python traceback reaches the console; a password planted in the input never shows.
+128+N signal): whatever is typed, run.py exits with a documented code; bad input is one line
+``run.py: error: ...`` with exit 2; no Python traceback reaches the console; a password planted in
+the input never shows.
 
 Argument vectors are built from the flags of run.py's real argparse parser (so a new flag is fuzzed
 the day it is added) with values from ``tests.helpers.hostile_text``, drawn from a seeded
