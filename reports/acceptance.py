@@ -403,7 +403,8 @@ def eval_check(ev: EvalRow) -> Check | None:
             required = False
             detail = "smoke samples cannot decide a healthy score; not required (mode=ci decides it)"
         else:
-            detail = "the 95% interval holds the target: more samples decide it (rerun with mode=full)"
+            detail = (f"the 95% interval holds the target: {ev.samples or 'these'} samples cannot decide it; a mode "
+                      f"or an eval set with more items can")
     if ev.condition_differences:
         detail = "; ".join(filter(None, [detail, "differs from the reference's conditions: "
                                          + ", ".join(ev.condition_differences)]))

@@ -47,7 +47,29 @@ SENTENCES = (
     "The server answered every request in less than one second.",
     "My favorite color is green because it reminds me of the forest.",
     "He turned off the lights and went to sleep early last night.",
+    "The children played football in the park after school.",
+    "Please send me the report before the end of the week.",
+    "The train to the city leaves every twenty minutes.",
+    "My brother bought a new car last month.",
+    "The coffee in this cafe is strong and very hot.",
+    "We need more paper for the printer in the office.",
+    "The doctor told him to drink more water every day.",
+    "There are seven days in a week and twelve months in a year.",
+    "The old bridge was closed for repairs during the winter.",
+    "She wrote a long letter to her friend in Canada.",
+    "The music was so loud that nobody could hear the phone.",
+    "Turn left at the next corner and walk two blocks.",
+    "The garden is full of red and yellow flowers in spring.",
+    "I forgot my keys on the kitchen table this morning.",
+    "The teacher asked the students to read the first chapter.",
+    "Fresh bread from the bakery smells wonderful.",
+    "The plane landed safely despite the strong wind.",
+    "They moved to a small house near the river.",
+    "Remember to save your work before you close the computer.",
+    "The museum is open from nine in the morning until five.",
 )
+#: The long clip (every sentence of it in one file, for chunking and streaming tests): the first ten.
+LONG_CLIP_SENTENCES = 10
 
 
 class SpeechDataError(RuntimeError):
@@ -99,7 +121,7 @@ def dataset_identity() -> str:
     wpm (sha256 ...)'. Scores measured on one identity are comparable with another run's only when
     it matches."""
     material = json.dumps({"sentences": SENTENCES, "voice": VOICE, "wpm": WORDS_PER_MINUTE,
-                           "silence": SILENCE_SECONDS, "schema": SCHEMA})
+                           "silence": SILENCE_SECONDS, "schema": SCHEMA, "long": LONG_CLIP_SENTENCES})
     digest = hashlib.sha256(material.encode()).hexdigest()[:12]
     return f"speech set {len(SENTENCES)} sentences, {VOICE}, {WORDS_PER_MINUTE} wpm (sha256 {digest})"
 
@@ -107,7 +129,8 @@ def dataset_identity() -> str:
 def _cache_key() -> str:
     version = _run(["espeak-ng", "--version"]).strip() if shutil.which("espeak-ng") else "none"
     material = json.dumps({"sentences": SENTENCES, "voice": VOICE, "wpm": WORDS_PER_MINUTE,
-                           "silence": SILENCE_SECONDS, "espeak": version, "schema": SCHEMA})
+                           "silence": SILENCE_SECONDS, "espeak": version, "schema": SCHEMA,
+                           "long": LONG_CLIP_SENTENCES})
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
@@ -155,12 +178,13 @@ def _make(directory: Path) -> None:
         silence = work / "silence.wav"
         _run(["sox", "-n", "-r", "16000", "-c", "1", "-b", "16", str(silence), "trim", "0", str(SILENCE_SECONDS)])
         parts = []
-        for entry in entries:
+        for entry in entries[:LONG_CLIP_SENTENCES]:
             parts += [str(work / entry["wav"]), str(silence)]
         long_wav, long_mp3 = work / "long.wav", work / "long.mp3"
         _run(["sox", *parts, str(long_wav)])
         _to_mp3(long_wav, long_mp3)
-        long_entry = {"id": "long", "text": " ".join(SENTENCES), "wav": long_wav.name, "mp3": long_mp3.name,
+        long_entry = {"id": "long", "text": " ".join(SENTENCES[:LONG_CLIP_SENTENCES]), "wav": long_wav.name,
+                      "mp3": long_mp3.name,
                       "duration_seconds": _duration(long_wav)}
         for leftover in work.glob("*.raw.wav"):
             leftover.unlink()

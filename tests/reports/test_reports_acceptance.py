@@ -178,7 +178,7 @@ def test_every_judged_eval_is_a_check_with_its_interval_and_decision():
 def test_an_undecided_required_check_makes_the_run_inconclusive_not_a_pass():
     v = _decide(evals=[_scored("a", "pass", ci95=(0.56, 0.7)), _scored("b", "inconclusive")])
     assert v.result == "INCONCLUSIVE" and v.blockers == []
-    assert "more samples" in next(c for c in v.checks if c.item == "b").detail
+    assert "100 samples cannot decide it" in next(c for c in v.checks if c.item == "b").detail
     # A failure outranks an undecided check.
     assert _decide(evals=[_scored("b", "inconclusive"), _scored("c", "fail", ci95=(0.2, 0.4))]).result == "FAIL"
 

@@ -28,9 +28,11 @@ URL = "/v1/audio/transcriptions"
 MODEL = "whisper-tiny.en"
 # Word error rate of tiny.en (greedy, beam 1) on the synthesized set, measured on this machine:
 # 0.044 for the ten sentences in one upload, 0.079 sentence by sentence (espeak-ng's voice costs
-# tiny.en a few words: "brown" -> "round", "seashells" -> "seashell"). The bar leaves room for
-# thread-count and chunk-boundary variation, not for a broken pipeline (which scores ~1.0).
-WER_THRESHOLD = 0.10
+# tiny.en a few words: "brown" -> "round", "seashells" -> "seashell"). The bar is one only a bug
+# crosses: another espeak-ng build, CPU ISA or thread count moves a few words (a few hundredths),
+# while a lost 30 s chunk of the long clip costs about a third of its words and a broken pipeline
+# scores ~1.0. The accuracy figure itself is judged on its interval by the evals workflow.
+WER_THRESHOLD = 0.25
 MAX_SIZE = 1_000_000
 MAX_SECONDS = 60
 
@@ -121,12 +123,12 @@ def test_subtitles_of_long_audio_cut_over_two_workers_have_increasing_timestamps
 
 
 def test_word_error_rate_on_the_synthesized_set(client, speech):
-    """All ten sentences in one upload (one request: Whisper pads every call to 30 s, so ten short
+    """The long clip's ten sentences in one upload (one request: Whisper pads every call to 30 s, so ten short
     requests would cost five times the compute of the same speech in one)."""
     clip = speech.long_clip
     hypothesis = _post(client, URL, clip.mp3, response_format="json").json()["text"]
     error_rate = jiwer.wer(normalize(clip.text), normalize(hypothesis))
-    print(f"WER of {MODEL} on the {len(speech.clips)} synthesized sentences: {error_rate:.3f}")
+    print(f"WER of {MODEL} on the long clip (the first ten synthesized sentences): {error_rate:.3f}")
     assert error_rate < WER_THRESHOLD, hypothesis
 
 

@@ -1,8 +1,8 @@
 """Real-time factor of the CPU Whisper runner (faster-whisper, packaged tiny.en), direct and through the server.
 
 RTF = seconds spent transcribing / seconds of audio (below 1: faster than real time). The audio
-is the project's synthesized speech set (scripts/make_speech_data.py): ten sentences of 3-5 s
-and one 45 s clip of all ten. Whisper pads every call to a 30 s window, so short clips cost
+is the project's synthesized speech set (scripts/make_speech_data.py): thirty sentences of 3-5 s
+and one 45 s clip of the first ten. Whisper pads every call to a 30 s window, so short clips cost
 nearly as much as 30 s ones: both are reported.
 
 Direct: the runner in this process, each clip `--repeats` times per beam size.
@@ -60,7 +60,7 @@ def direct(speech, beams: list[int], repeats: int) -> list[dict]:
     rows = []
     for beam in beams:
         runner.beam_size = beam
-        for name, clips in (("10 sentences, one call each", short), ("45 s clip, one call", [long])):
+        for name, clips in ((f"{len(short)} sentences, one call each", short), ("45 s clip, one call", [long])):
             audio = sum(clip.duration_seconds for clip in clips)
             timings = []
             for _ in range(repeats):
