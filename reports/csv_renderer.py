@@ -18,8 +18,8 @@ FIELDS = [
     "mean_ttft_ms", "mean_tpot_ms", "tput_user", "decode_throughput", "prefill_throughput",
     "mean_e2el_ms", "request_throughput",
     *(f"{t}_result" for t in TIERS),
-    "metric", "value", "reference_score", "ratio_to_reference", "published_score",
-    "ratio_to_published", "result", "detail", "figures",
+    "metric", "value", "ci95_low", "ci95_high", "n", "target", "reference_score", "ratio_to_reference",
+    "published_score", "ratio_to_published", "result", "detail", "figures",
 ]
 
 
@@ -69,11 +69,13 @@ def render_csv(record: ReportRecord) -> str:
         rows.append(row)
     for e in record.evals:
         rows.append({**base, "section": "eval", "item": e.task, "metric": e.metric or "",
-                     "value": _f(e.value, 4), "reference_score": _f(e.reference_score, 4),
+                     "value": _f(e.value, 4), "ci95_low": _f(e.ci95[0], 4) if e.ci95 else "",
+                     "ci95_high": _f(e.ci95[1], 4) if e.ci95 else "", "n": _f(e.samples),
+                     "target": _f(e.target, 4), "reference_score": _f(e.reference_score, 4),
                      "ratio_to_reference": _f(e.ratio_to_reference),
                      "published_score": _f(e.published_score, 4),
                      "ratio_to_published": _f(e.ratio_to_published),
-                     "result": "ERROR" if e.status == "error" else _b(e.passed),
+                     "result": "ERROR" if e.status == "error" else (e.decision or "").upper() or _b(e.passed),
                      "detail": e.error or ""})
     for name, section in (("test", record.tests), ("stress_test", record.stress_tests)):
         for i in section.items:
@@ -85,7 +87,9 @@ def render_csv(record: ReportRecord) -> str:
                      "detail": s.reason})
     v = record.verdict
     rows.append({**base, "section": "verdict", "item": v.model_status or "", "result": v.result,
-                 "detail": "; ".join(f"[{b.category}] {b.item}: {b.detail}" for b in v.blockers)})
+                 "detail": "; ".join([f"[{b.category}] {b.item}: {b.detail}" for b in v.blockers]
+                                     + [f"[undecided] {c.name}: {c.value} in {c.ci95} vs target {c.target} (n={c.n})"
+                                        for c in v.checks if c.required and c.decision == "inconclusive"])})
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n", restval="")
     writer.writeheader()

@@ -7,7 +7,7 @@ the label each row goes by in the tables, so a definition is written once, on it
 from __future__ import annotations
 
 from benchmarking.point_record import BenchMetrics, PointParams
-from reports.schema import EvalRow, TargetRow, TierCheck, Verdict, Waived
+from reports.schema import Check, EvalRow, TargetRow, TierCheck, Verdict, Waived
 
 #: (label shown in the report, record, field); the label is the table header where there is one.
 ROWS: list[tuple[str, type, str]] = [
@@ -43,7 +43,11 @@ ROWS: list[tuple[str, type, str]] = [
     ("tput_ratio", TierCheck, "tput_ratio"),
     ("Ratio", TierCheck, "passed"),
     ("Tiers", TargetRow, "tiers"),
-    ("Accuracy check", EvalRow, "passed"),
+    ("Accuracy check", EvalRow, "decision"),
+    ("95% interval", EvalRow, "ci95"),
+    ("Target", EvalRow, "target"),
+    ("Decision", Check, "decision"),
+    ("Required", Check, "required"),
     ("Waived", Waived, "waiver_reason"),
     ("Verdict", Verdict, "result"),
 ]
