@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dev-mode", action="store_true", help="use the -dev- image variant")
     parser.add_argument("--override-docker-image", help="use this image instead of the spec's")
     parser.add_argument("--device-id", help="comma-separated Tenstorrent device ids, e.g. 0 or 0,1")
-    parser.add_argument("--override-tt-config", help="JSON object replacing the spec's override_tt_config")
+    parser.add_argument("--override-tt-config",
+                        help="JSON object merged key by key over the spec's TT config (null removes a key)")
     parser.add_argument("--vllm-override-args", help="JSON object merged over the spec's vLLM args")
     parser.add_argument("--reset-venvs", action="store_true", help="delete .workflow_venvs/ first")
     parser.add_argument("--model-spec-json", help="use this resolved ModelSpec JSON instead of the catalog")
@@ -91,10 +92,21 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------- helpers
 
 
-def _choice(flag: str, value: str, choices: Sequence[str]) -> str:
+def _choice(flag: str, value: str, choices: Sequence[str], *, any_case: bool = False) -> str:
+    """``value`` if it is one of ``choices``; else one line with a close match or the valid ones.
+
+    ``any_case``: device names are written in upper case in the documented examples (``--device N150``)
+    and in lower case in the catalog; both name the same device, so the case is folded before matching.
+    """
     if value in choices:
         return value
-    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
+    if any_case:
+        folded = {c.casefold(): c for c in choices}
+        if value.casefold() in folded:
+            return folded[value.casefold()]
+        close = [folded[m] for m in difflib.get_close_matches(value.casefold(), list(folded), n=1, cutoff=0.6)]
+    else:
+        close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
     if close:
         raise UsageError(f"unknown {flag} {_shown(value)}; did you mean {close[0]!r}?")
     shown = ", ".join(choices) if len(choices) <= 12 else ", ".join(choices[:12]) + ", … (see --list)"
@@ -228,7 +240,7 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
         for flag in ("model", "device"):
             if getattr(ns, flag) is None:
                 raise UsageError(f"--{flag} is required (see --list)")
-    device = DeviceType(_choice("--device", ns.device, DEVICES)) if ns.device is not None else None
+    device = DeviceType(_choice("--device", ns.device, DEVICES, any_case=True)) if ns.device is not None else None
     engine = InferenceEngine(_choice("--engine", ns.engine, ENGINES)) if ns.engine is not None else None
     model = ns.model
     if catalog is not None and model is not None and ns.model_spec_json is None:
@@ -349,11 +361,27 @@ def _choose_spec(options: RunOptions, catalog: Catalog) -> ModelSpec:
     return chosen[0]
 
 
+def merge_tt_config(base: dict[str, Any] | None, override: dict[str, Any]) -> dict[str, Any]:
+    """The spec's TT config with ``override``'s keys laid over it, key by key (as --vllm-override-args).
+
+    The documented ``--override-tt-config '{"data_parallel": 16}'`` changes one key; replacing the whole
+    dict would silently drop keys a device needs (galaxy's ``fabric_config``, ``dispatch_core_axis``,
+    ``trace_region_size``). A key set to ``null`` removes that key from the spec's config.
+    """
+    merged = dict(base or {})
+    for key, value in override.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
+
+
 def apply_runtime_options(spec: ModelSpec, options: RunOptions) -> None:
     """CLI overrides that change what the server runs, recorded in the spec for the run dir."""
     dms = spec.device_model_spec
     if options.override_tt_config is not None:
-        dms.override_tt_config = dict(options.override_tt_config)
+        dms.override_tt_config = merge_tt_config(dms.override_tt_config, options.override_tt_config)
     render_tt_config(spec)  # after the override, so it reaches vLLM
     if options.vllm_override_args:
         dms.vllm_args.update(options.vllm_override_args)

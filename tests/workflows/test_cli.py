@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import dataclasses
+import json
 
 from contracts.model_spec import DeviceType
 from contracts.workflow_args import NOT_YET_AVAILABLE, WorkflowType
@@ -175,3 +176,37 @@ def test_model_spec_json_replay(tmp_path) -> None:
     assert resolve_spec(replay, CATALOG).model_id == spec.model_id
     (tmp_path / "bad.json").write_text('{"model_id": 1}')
     assert "is not a valid model spec" in error_of("--model-spec-json", str(tmp_path / "bad.json"), "--workflow", "benchmarks")
+
+
+@pytest.mark.parametrize("typed, device", [("N150", DeviceType.N150), ("T3K", DeviceType.T3K),
+                                            ("Galaxy", DeviceType.GALAXY), ("CPU", DeviceType.CPU)])
+def test_device_names_are_accepted_in_any_case(typed: str, device: DeviceType) -> None:
+    """The documented examples write ``--device N150``/``T3K``; the catalog names them in lower case."""
+    args = parse("--model", "Llama-3.3-70B-Instruct", "--workflow", "benchmarks", "--device", typed)
+    assert args.device is device
+    assert args.record()["device"] == typed  # cli_args.json keeps the flag as typed
+
+
+def test_device_typo_in_upper_case_suggests_the_device() -> None:
+    assert error_of("--model", "SmolLM2-135M-Instruct", "--workflow", "evals", "--device", "N15") == \
+        "unknown --device 'N15'; did you mean 'n150'?"
+
+
+def test_model_on_other_devices_names_them_whatever_the_case() -> None:
+    """The documented ``Qwen2.5-72B-Instruct --device N150``: the catalog has it on t3k only."""
+    assert error_of("--model", "Qwen2.5-72B-Instruct", "--workflow", "benchmarks", "--device", "N150",
+                    "--disable-trace-capture") == \
+        "model 'Qwen2.5-72B-Instruct' does not support device 'n150'; supported devices: t3k"
+
+
+def test_override_tt_config_merges_key_by_key() -> None:
+    """``{"data_parallel": 16}`` adds one key; the galaxy spec's fabric and trace settings stay."""
+    args = parse("--model", "Llama-3.3-70B-Instruct", "--workflow", "benchmarks", "--device", "galaxy",
+                 "--override-tt-config", '{"data_parallel": 16, "trace_region_size": 1, "worker_l1_size": null}')
+    spec = resolve_spec(args, CATALOG)
+    config = spec.device_model_spec.override_tt_config
+    assert config["data_parallel"] == 16 and config["trace_region_size"] == 1
+    assert config["fabric_config"] == "FABRIC_1D" and config["dispatch_core_axis"] == "col"
+    assert "worker_l1_size" not in config  # null removes a key
+    assert json.loads(spec.device_model_spec.vllm_args["override_tt_config"]) == config
+    assert "data_parallel" not in CATALOG.specs[spec.model_id].device_model_spec.override_tt_config
