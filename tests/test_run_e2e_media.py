@@ -55,7 +55,11 @@ def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):
     check = next(c for c in report["verdict"]["checks"] if c["item"] == "speech_word_accuracy")
     assert check["n"] == 3 and check["required"] is (check["decision"] != "inconclusive")
     assert report["tests"]["items"][0]["passed"] is True
+    # Rendered once more after the run ended: the final status, the end time, every step's outcome.
+    assert report["metadata"]["run_status"] == "passed" and report["metadata"]["run_ended"]
+    assert {s["name"]: s["status"] for s in report["metadata"]["steps"]}["teardown"] == "passed"
     markdown = (out_dir / "reports" / "report.md").read_text()
+    assert "| Run status | passed |" in markdown and "running" not in markdown.split("## Metadata")[1]
     assert "## Media benchmarks: Speech transcription" in markdown and "VERDICT: PASS" in markdown
 
     assert port_free(port), "the media server still listens after run.py exited"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -24,9 +25,8 @@ from contracts.model_spec import DeviceType, InferenceEngine
 from contracts.run_dir import RunStatus, StepStatus, collect_outputs
 from contracts.workflow_args import NOT_YET_AVAILABLE, RELEASE_SEQUENCE, WorkflowType
 from workflows.cli import ServerMode
-from workflows.clients import ClientResult, Interrupted, ServerDiedDuringClient, client_scripts, \
-    no_variant_reason, run_client, \
-    stop_current_child
+from workflows.clients import ClientResult, Interrupted, ServerDiedDuringClient, child_command, child_env, \
+    client_scripts, no_variant_reason, run_client, stop_current_child
 from workflows.context import RunContext
 from media_clients.kinds import kind_of as media_kind
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["RunContext", "StepFailed", "execute", "PipelineStep", "SERVER_STEPS"]
 
 SERVER_STOP_TIMEOUT_S = 20.0
+FINAL_REPORT_TIMEOUT_S = 60.0
 EXIT_VERDICT_FAIL = 3
 EXIT_VERDICT_INCONCLUSIVE = 4
 #: The reports step's exit codes that carry a verdict rather than a failure of the step itself.
@@ -202,6 +203,24 @@ def print_docker_command(ctx: RunContext) -> str:
     return "printed"
 
 
+def interactive_shell(ctx: RunContext) -> int:
+    """``--docker-server --interactive``: a shell in the server's container, on this terminal.
+
+    The host is prepared (weights found, disk checked) as for any server; then the container runs a
+    shell instead of the server and the user starts the server by hand. Returns the shell's exit code.
+    """
+    from workflows.servers import ServerStartError
+    from workflows.servers.docker_server import run_interactive, start_hint
+
+    run_step(ctx, SERVER_STEPS[0])
+    launch = server_launch(ctx)
+    ctx.ui.plain(f"Opening a shell in {launch.docker_image}; start the server in it with: {start_hint(launch)}")
+    try:
+        return run_interactive(launch)
+    except ServerStartError as exc:
+        raise StepFailed(str(exc)) from None
+
+
 # ---------------------------------------------------------------------- the plan
 
 
@@ -342,6 +361,10 @@ def execute(ctx: RunContext, steps: tuple[PipelineStep, ...] = SERVER_STEPS) -> 
         if ctx.options.print_docker_cmd:
             print_docker_command(ctx)
             return 0
+        if ctx.options.interactive:
+            exit_code = interactive_shell(ctx)
+            status = RunStatus.PASSED if exit_code == 0 else RunStatus.FAILED
+            return exit_code
         for step in steps:
             if step.applies(ctx):
                 run_step(ctx, step)
@@ -371,6 +394,7 @@ def execute(ctx: RunContext, steps: tuple[PipelineStep, ...] = SERVER_STEPS) -> 
             signal.signal(sig, signal.SIG_IGN)
         exit_code = _teardown_step(ctx, keep_server, exit_code)
         ctx.run_dir.finish(status)
+        _render_final_report(ctx)
         restore()
     _print_outcome(ctx, cause)
     return exit_code
@@ -409,6 +433,31 @@ def _report_what_exists(ctx: RunContext, status: RunStatus) -> None:
         run_client_step(ctx, WorkflowType.REPORTS)
     except (StepFailed, Interrupted) as exc:
         ctx.ui.error(f"reports: {exc}")
+
+
+def _render_final_report(ctx: RunContext) -> None:
+    """Render the report once more after the run ended, so it shows the final status, the end time
+    and every step's outcome (the reports step itself runs while the run is still going).
+
+    Quiet (its output goes to run.log) and bounded; the verdict and exit code are already decided,
+    so a failure here is said in one line and changes neither. Skipped when the clients are not
+    real processes (an injected ``client_runner``).
+    """
+    step = ctx.run_dir.manifest.step(WorkflowType.REPORTS.value)
+    if ctx.client_runner is not None or step is None or not step.started or "reports" not in ctx.venv_pythons:
+        return
+    cmd = child_command(ctx, WorkflowType.REPORTS) + ["--final"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=FINAL_REPORT_TIMEOUT_S,
+                              env=child_env(ctx), cwd=REPO_ROOT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        ctx.ui.error(f"reports: the final report was not rendered ({exc}); reports/ shows the run as the "
+                     f"reports step saw it")
+        return
+    ctx.run_dir.log(done.stdout + done.stderr, "reports")
+    if done.returncode != 0:
+        ctx.ui.error(f"reports: the final report was not rendered (exit {done.returncode}, see run.log); "
+                     f"reports/ shows the run as the reports step saw it")
 
 
 def _print_outcome(ctx: RunContext, cause: str | None) -> None:
