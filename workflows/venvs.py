@@ -67,14 +67,14 @@ VENV_SPECS: dict[str, VenvSpec] = {
     spec.name: spec
     for spec in (
         VenvSpec("run", "run.txt", ("rich", "yaml", "jwt", "requests", "docker")),
-        VenvSpec("benchmarks", "benchmarks.txt", ("aiohttp",)),
+        VenvSpec("benchmarks", "benchmarks.txt", ("tokenizers", "uvloop")),
         VenvSpec("evals", "evals.txt", ("lm_eval",)),
         VenvSpec("reports", "reports.txt", ("jinja2", "rich")),
         VenvSpec("server-tests", "server-tests.txt", ("pytest", "httpx")),
         VenvSpec("media-clients", "media-clients.txt", ("skimage",)),
         VenvSpec("hf-setup", "hf-setup.txt", ("huggingface_hub",)),
         VenvSpec("deploy", "deploy.txt", ("yaml", "kubernetes_validate")),
-        VenvSpec("dev", "dev.txt", ("pytest", "rich", "yaml", "aiohttp", "jinja2")),
+        VenvSpec("dev", "dev.txt", ("pytest", "rich", "yaml", "tokenizers", "jinja2")),
         VenvSpec(
             "media-server",
             "media-server.txt",
