@@ -63,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--service-port", default=os.environ.get("SERVICE_PORT", "8000"),
                         help="server port (default: $SERVICE_PORT or 8000)")
     parser.add_argument("--bind-host", default="127.0.0.1", help="host address a Docker server publishes on")
-    parser.add_argument("-it", "--interactive", action="store_true", help="docker: keep an interactive shell")
+    parser.add_argument("-it", "--interactive", action="store_true",
+                        help="with --docker-server --workflow server: a shell in the container (docker run -it), "
+                             "where you start the server")
     parser.add_argument("--workflow-args", default="", help="'key=value ...' passed to the workflow (e.g. mode=smoke)")
     parser.add_argument("--disable-trace-capture", action="store_true", help="skip warm-up requests")
     parser.add_argument("--dev-mode", action="store_true", help="use the -dev- image variant")
@@ -257,6 +259,13 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
         raise UsageError("--auth jwt-gateway and --no-auth contradict each other; pick one")
     if ns.auth == "jwt-gateway" and not (ns.local_server or ns.docker_server):
         raise UsageError("--auth jwt-gateway fronts a server run.py launches: add --local-server or --docker-server")
+    if ns.interactive and not ns.docker_server:
+        raise UsageError("--interactive opens a shell in the server's Docker container: add --docker-server")
+    if ns.interactive and workflow is not WorkflowType.SERVER:
+        raise UsageError("--interactive leaves starting the server to you in the container's shell: "
+                         "use it with --workflow server")
+    if ns.interactive and ns.auth == "jwt-gateway":
+        raise UsageError("--interactive starts no server for the JWT gateway to front; drop --auth jwt-gateway")
     if ns.print_docker_cmd and not ns.docker_server:
         raise UsageError("--print-docker-cmd needs --docker-server")
     if workflow in NOT_YET_AVAILABLE:

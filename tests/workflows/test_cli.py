@@ -210,3 +210,18 @@ def test_override_tt_config_merges_key_by_key() -> None:
     assert "worker_l1_size" not in config  # null removes a key
     assert json.loads(spec.device_model_spec.vllm_args["override_tt_config"]) == config
     assert "data_parallel" not in CATALOG.specs[spec.model_id].device_model_spec.override_tt_config
+
+
+def test_interactive_is_for_a_docker_server_workflow_only() -> None:
+    """``-it``/``--interactive`` opens a shell in the container; anything else would ignore it silently."""
+    base = ("--model", "SmolLM2-135M-Instruct", "--device", "cpu")
+    assert parse(*base, "--workflow", "server", "--docker-server", "-it").interactive
+    assert parse(*base, "--workflow", "server", "--docker-server", "--interactive").interactive
+    assert error_of(*base, "--workflow", "server", "--local-server", "--interactive") == \
+        "--interactive opens a shell in the server's Docker container: add --docker-server"
+    assert error_of(*base, "--workflow", "benchmarks", "-it") == \
+        "--interactive opens a shell in the server's Docker container: add --docker-server"
+    assert error_of(*base, "--workflow", "benchmarks", "--docker-server", "-it") == \
+        "--interactive leaves starting the server to you in the container's shell: use it with --workflow server"
+    assert error_of(*base, "--workflow", "server", "--docker-server", "-it", "--auth", "jwt-gateway") == \
+        "--interactive starts no server for the JWT gateway to front; drop --auth jwt-gateway"

@@ -212,8 +212,11 @@ class SilentServer:
 def test_warm_up_ends_within_the_stall_timeout_naming_url_and_silence(tmp_path) -> None:
     server = SilentServer()
     try:
+        # 30 (isl, osl) pairs: the first silent one ends the warm-up after one 1 s stall timeout;
+        # a warm-up that let every pair wait for its own would take 30 s.
+        points = ",".join(f"{16 * k}x8x1" for k in range(1, 31))
         ctx, _ = make_ctx(tmp_path, "--workflow", "benchmarks", "--server-url", server.url,
-                          "--workflow-args", "mode=smoke stall_timeout_s=1")
+                          "--workflow-args", f"mode=smoke stall_timeout_s=1 points={points}")
 
         class Handle:
             base_url, served_model_name, kind = server.url, MODEL, "external"
@@ -222,9 +225,9 @@ def test_warm_up_ends_within_the_stall_timeout_naming_url_and_silence(tmp_path) 
         t0 = time.monotonic()
         with pytest.raises(StepFailed) as exc:
             pipeline.warm_up(ctx)
-        assert time.monotonic() - t0 < 10  # one request's stall timeout, not one per pair
+        assert time.monotonic() - t0 < 10  # one request's stall timeout, not one per pair (30 s)
         message = str(exc.value)
-        assert "\n" not in message and message.startswith("warmup: warm-up isl=")
+        assert "\n" not in message and message.startswith("warmup: warm-up isl=16 osl=8")
         assert server.url in message and "stall_timeout_s=1" in message
         assert not ctx.trace_captured
     finally:
@@ -249,6 +252,23 @@ def test_print_docker_command_never_judges_this_host(tmp_path, monkeypatch) -> N
     text = out.getvalue()
     assert "docker run " in text and spec.docker_image in text
     assert "needs >= 4096 GB of RAM" in text and "no weights for this model on this host" in text
+
+
+def test_interactive_prepares_the_host_then_hands_this_terminal_to_a_shell(tmp_path, monkeypatch) -> None:
+    """``--workflow server --docker-server --interactive``: no server is started or waited for by run.py."""
+    from workflows.servers import docker_server
+
+    launches = []
+    monkeypatch.setattr(docker_server, "run_interactive", lambda launch: launches.append(launch) or 5)
+    monkeypatch.setattr(pipeline, "SERVER_STEPS", no_server_steps("prepare_host"))
+    ctx, out = make_ctx(tmp_path, "--workflow", "server", "--docker-server", "--interactive")
+    assert pipeline.execute(ctx) == 5                           # the shell's exit code
+    (launch,) = launches
+    assert launch.interactive and ctx.server is None
+    assert "start the server in it with: exec ${PYTHON_ENV_DIR:-/opt/venv}/bin/python -u" in out.getvalue()
+    manifest = json.loads(ctx.run_dir.manifest_path.read_text())
+    assert [s["name"] for s in manifest["steps"]] == ["prepare_host", "teardown"]
+    assert manifest["status"] == "failed"
 
 
 def test_console_filter_keeps_tracebacks_in_the_log_only() -> None:

@@ -11,13 +11,20 @@ Rules this backend keeps:
 - flags a host may refuse (ulimits, privileged, GPUs) are added only when the spec asks for them,
   and a refusal becomes one clear line;
 - the container gets a predictable name and is always removed by ``stop()`` (logs are streamed into
-  the run's server log while it runs, so nothing is lost by removing it).
+  the run's server log while it runs, so nothing is lost by removing it);
+- a TT device's container always mounts ``/dev/hugepages-1G`` (the printed command is for the TT
+  host); starting one on a host without it is one line before Docker is asked.
+
+``--interactive`` (``run_interactive``) is the one path through the docker command line: ``docker run
+-it`` with a shell as entrypoint, attached to run.py's terminal; the user starts the server in it.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +32,7 @@ from pathlib import Path
 from contracts import REPO_ROOT
 from contracts.model_spec import DeviceType
 from workflows.auth import SECRET_ENV_NAMES
-from workflows.servers.media_launch import apply_media_docker_plan, is_media
+from workflows.servers.media_launch import HUGEPAGES, apply_media_docker_plan, is_media
 from workflows.servers.base import (
     ServerHandle,
     ServerLaunch,
@@ -44,6 +51,13 @@ CONTAINER_APP_SRC = f"{CONTAINER_HOME}/app/src"
 CONTAINER_APP_UID = 15863  # the server user of every image we build (CONTAINER_APP_UID in the Dockerfiles)
 LABEL = "org.tenstorrent.tt-inference-server"
 ENV_FILE_NAME = ".server.env"
+INTERACTIVE_SHELL = "/bin/bash"  # every image we build is Debian-based and has bash
+# What to type in the interactive shell to start the server (the images' own CMD, by engine).
+SERVER_START_HINTS = {
+    "media": 'exec ${PYTHON_ENV_DIR:-/opt/venv}/bin/python -m uvicorn main:app --lifespan on '
+             '--host "$SERVICE_HOST" --port "$SERVICE_PORT"',
+    "vllm": "exec ${PYTHON_ENV_DIR:-/opt/venv}/bin/python -u ~/app/src/run_vllm_api_server.py",
+}
 
 
 @dataclass
@@ -65,6 +79,7 @@ class DockerRunPlan:
     cap_add: list[str] = field(default_factory=list)
     command: list[str] | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    interactive: bool = False               # -it with a shell entrypoint; the user starts the server
 
 
 def container_name(launch: ServerLaunch) -> str:
@@ -129,8 +144,9 @@ def plan_docker_run(launch: ServerLaunch) -> DockerRunPlan:
             devices = [f"/dev/tenstorrent/{i}:/dev/tenstorrent/{i}" for i in launch.device_ids]
         else:
             devices = ["/dev/tenstorrent:/dev/tenstorrent"]
-        if Path("/dev/hugepages-1G").exists():
-            mounts.append(("/dev/hugepages-1G", "/dev/hugepages-1G", False))
+        # Always: the command is for the TT host (--print-docker-cmd may run anywhere); starting a
+        # container here checks the host has them (check_hugepages) with one clear line.
+        mounts.append((HUGEPAGES, HUGEPAGES, False))
         env["TT_CACHE_PATH"] = f"{CONTAINER_CACHE_ROOT}/tt_metal_cache/cache_{model}/{device.value.upper()}"
     env.update({k: str(v) for k, v in launch.extra_env.items() if k not in SECRET_ENV_NAMES})
 
@@ -152,6 +168,7 @@ def plan_docker_run(launch: ServerLaunch) -> DockerRunPlan:
         devices=devices, gpus=(device is DeviceType.GPU), ulimits=ulimits, privileged=bool(options.get("privileged")),
         cap_add=list(options.get("cap_add") or []), command=options.get("command"),
         labels={LABEL: "1", f"{LABEL}.run-dir": str(launch.run_dir), f"{LABEL}.model": model},
+        interactive=launch.interactive,
     )
 
 
@@ -167,7 +184,7 @@ def write_env_file(plan: DockerRunPlan) -> Path:
 
 
 def render_cli(plan: DockerRunPlan) -> list[str]:
-    args = ["docker", "run", "--rm", "--name", plan.name, "--init"]
+    args = ["docker", "run"] + (["-it"] if plan.interactive else []) + ["--rm", "--name", plan.name, "--init"]
     for key, value in plan.labels.items():
         args += ["--label", f"{key}={value}"]
     if plan.secret_env:
@@ -188,6 +205,9 @@ def render_cli(plan: DockerRunPlan) -> list[str]:
         args.append("--privileged")
     for cap in plan.cap_add:
         args += ["--cap-add", cap]
+    if plan.interactive:
+        # A shell instead of the server: the user starts the server by hand (SERVER_START_HINTS).
+        return args + ["--entrypoint", INTERACTIVE_SHELL, plan.image]
     args.append(plan.image)
     return args + list(plan.command or [])
 
@@ -356,11 +376,48 @@ def make_cache_volume(path: Path) -> None:
         os.chown(path, CONTAINER_APP_UID, CONTAINER_APP_UID)
 
 
+def check_hugepages(plan: DockerRunPlan, hugepages: Path = Path(HUGEPAGES)) -> None:
+    """A TT container needs the host's 1 GiB hugepages mounted; say so before docker does, in one line."""
+    if any(dst == HUGEPAGES for _, dst, _ in plan.mounts) and not hugepages.exists():
+        raise ServerStartError(f"{HUGEPAGES} does not exist on this host: Tenstorrent devices need 1 GiB hugepages "
+                               f"(tt-installer sets them up), then start again")
+
+
+def start_hint(launch: ServerLaunch) -> str:
+    """The command that starts the server inside the interactive shell (the image's own CMD)."""
+    if launch.spec.docker_options.get("command"):
+        return shlex.join(launch.spec.docker_options["command"])
+    return SERVER_START_HINTS["media" if is_media(launch.spec) else "vllm"]
+
+
+def run_interactive(launch: ServerLaunch, call=subprocess.call) -> int:
+    """``--docker-server --interactive``: ``docker run -it`` with a shell, attached to this terminal.
+
+    Why the docker CLI and not the SDK: only the CLI hands the container a TTY wired to run.py's own
+    terminal. Returns the shell's exit code; the container is removed when the shell exits (--rm).
+    """
+    check_port_free(launch.bind_host, launch.service_port)
+    plan = plan_docker_run(launch)
+    plan.interactive = True
+    check_hugepages(plan)
+    docker_cli = shutil.which("docker")
+    if docker_cli is None:
+        raise ServerStartError("--interactive runs the docker command line, and no `docker` is on PATH")
+    make_cache_volume(Path(plan.mounts[0][0]))
+    if plan.secret_env:
+        write_env_file(plan)
+    try:
+        return call([docker_cli, *render_cli(plan)[1:]])
+    finally:
+        plan.env_file.unlink(missing_ok=True)
+
+
 def start_docker(launch: ServerLaunch) -> DockerServerHandle:
     import docker
 
     check_port_free(launch.bind_host, launch.service_port)
     plan = plan_docker_run(launch)
+    check_hugepages(plan)
     client = docker_client()
     ensure_image(client, plan.image)
     try:

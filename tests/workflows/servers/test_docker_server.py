@@ -32,9 +32,11 @@ from workflows.servers.docker_server import (
     CONTAINER_WEIGHTS_ROOT,
     LABEL,
     build_docker_run_args,
+    check_hugepages,
     container_name,
     explain_refusal,
     plan_docker_run,
+    run_interactive,
 )
 
 REQUIRE_DOCKER = os.environ.get("REQUIRE_DOCKER") == "1"
@@ -79,8 +81,7 @@ def test_argv_secrets_only_in_env_file(tmp_path):
         assert refused not in argv  # not asked for by a CPU spec
 
 
-def test_bind_host_and_tt_devices_and_gpu(tmp_path, monkeypatch):
-    monkeypatch.setattr(Path, "exists", lambda self: True if str(self) == "/dev/hugepages-1G" else os.path.exists(self))
+def test_bind_host_and_tt_devices_and_gpu(tmp_path):
     launch = make_launch(tmp_path, spec_for("n300"), device_ids=[0, 2], bind_host="0.0.0.0", port=9000)
     argv = build_docker_run_args(launch)
     devices = [argv[i + 1] for i, a in enumerate(argv) if a == "--device"]
@@ -92,6 +93,55 @@ def test_bind_host_and_tt_devices_and_gpu(tmp_path, monkeypatch):
     assert argv[argv.index("--gpus") + 1] == "all"
     argv = build_docker_run_args(make_launch(tmp_path / "t", spec_for("n150")))
     assert "/dev/tenstorrent:/dev/tenstorrent" in argv
+
+
+def test_tt_command_mounts_hugepages_whatever_this_host_has(tmp_path, monkeypatch):
+    """The printed command is for the TT host: the mount must not depend on the host that prints it."""
+    monkeypatch.setattr(Path, "exists", lambda self: False if str(self) == "/dev/hugepages-1G" else os.path.exists(self))
+    argv = build_docker_run_args(make_launch(tmp_path, spec_for("t3k")))
+    assert "type=bind,src=/dev/hugepages-1G,dst=/dev/hugepages-1G" in argv
+    cpu = build_docker_run_args(make_launch(tmp_path / "cpu", spec_for("cpu")))
+    assert not any("hugepages" in a for a in cpu)
+
+
+def test_starting_a_tt_container_without_hugepages_is_one_line(tmp_path):
+    plan = plan_docker_run(make_launch(tmp_path, spec_for("n150")))
+    with pytest.raises(ServerStartError) as info:
+        check_hugepages(plan, hugepages=tmp_path / "no-hugepages")
+    assert str(info.value).startswith("/dev/hugepages-1G does not exist on this host: Tenstorrent devices need")
+    assert "\n" not in str(info.value)
+    (tmp_path / "hugepages").mkdir()
+    check_hugepages(plan, hugepages=tmp_path / "hugepages")  # present: no error
+    check_hugepages(plan_docker_run(make_launch(tmp_path / "cpu", spec_for("cpu"))), hugepages=tmp_path / "none")
+
+
+def test_interactive_runs_docker_it_with_a_shell_on_this_terminal(tmp_path, monkeypatch):
+    """``--docker-server --interactive``: ``docker run -it ... --entrypoint /bin/bash IMAGE``, no server command."""
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/docker" if name == "docker" else None)
+    spec = spec_for(docker_options={"command": ["python", "-m", "server"]})
+    launch = make_launch(tmp_path, spec, interactive=True, api_key="k-secret-1", port=9001)
+    calls = []
+
+    def call(argv):
+        calls.append(argv)
+        assert Path(argv[argv.index("--env-file") + 1]).read_text() == "VLLM_API_KEY=k-secret-1\n"
+        return 7
+
+    assert run_interactive(launch, call=call) == 7          # the shell's exit code is the run's
+    (argv,) = calls
+    assert argv[:3] == ["/usr/bin/docker", "run", "-it"]
+    assert argv[-3:] == ["--entrypoint", "/bin/bash", IMAGE]  # a shell, not the spec's server command
+    assert "python" not in argv and "k-secret-1" not in " ".join(argv)
+    assert argv[argv.index("--publish") + 1] == "127.0.0.1:9001:9001"
+    assert not (tmp_path / ".server.env").exists()           # the secrets file goes with the shell
+    printed = build_docker_run_args(launch, write_secrets=False)
+    assert printed[:3] == ["docker", "run", "-it"] and printed[-1] == IMAGE
+
+
+def test_interactive_without_docker_cli_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    with pytest.raises(ServerStartError, match="no `docker` is on PATH"):
+        run_interactive(make_launch(tmp_path, spec_for(), interactive=True), call=lambda argv: 0)
 
 
 def test_ulimits_privileged_only_when_spec_asks(tmp_path):
