@@ -84,20 +84,27 @@ def _run(run_dir: Path, spec: dict, server_url: str, wf: dict) -> int:
     )
 
 
-def test_offline_smoke_passes_against_real_server(tmp_path, server_url, env, smollm_spec, capsys):
+def test_offline_smoke_is_scored_and_not_failed_against_real_server(tmp_path, server_url, env, smollm_spec, capsys):
     assert _run(tmp_path, smollm_spec, server_url, {"mode": "smoke"}) == 0
     for task in EVAL_CONFIGS[SERVED].tasks:
         rec = EvalRecord.read(tmp_path / "evals" / task.task_name / "eval_record.json")
-        assert rec.status == "passed" and rec.passed is True, rec
+        # 25 items decide a pass only well above the reference; a healthy server is pass or inconclusive,
+        # never fail (a broken one lands near chance or zero, clearly below the target).
+        assert rec.decision in ("pass", "inconclusive") and rec.status == {"pass": "passed"}.get(
+            rec.decision, "inconclusive"), rec
+        assert rec.ci95[0] <= rec.value <= rec.ci95[1] and rec.target == round(
+            task.score.mode_reference_scores["smoke"] * (1 - task.score.tolerance), 6)
         assert rec.samples == 25 and rec.reference_score == task.score.mode_reference_scores["smoke"]
         results = tmp_path / rec.results_file
         assert results.exists() and list(results.parent.glob(f"samples_{task.task_name}_*.jsonl"))
     capsys.readouterr()
 
-    started = time.time()
+    started = time.monotonic()
     assert _run(tmp_path, smollm_spec, server_url, {"mode": "smoke"}) == 0  # same run dir: all skipped
-    assert capsys.readouterr().out.count("already finished") == 3
-    assert time.time() - started < 30
+    out = capsys.readouterr().out
+    assert out.count("already finished") == 3
+    assert "lm-eval imported" not in out  # skipping starts no lm-eval process at all
+    assert time.monotonic() - started < 30  # reading three records: well under a second
 
 
 def test_unreachable_dataset_fails_one_task_and_others_go_on(tmp_path, server_url, env, smollm_spec, monkeypatch):
@@ -110,4 +117,4 @@ def test_unreachable_dataset_fails_one_task_and_others_go_on(tmp_path, server_ur
     assert bad.status == "error" and bad.error.startswith("dataset openai/gsm8k cannot be reached")
     assert "\n" not in bad.error
     good = EvalRecord.read(tmp_path / "evals" / "tt_offline_qa" / "eval_record.json")
-    assert good.status == "passed" and good.samples == 5
+    assert good.status in ("passed", "inconclusive") and good.value is not None and good.samples == 5
