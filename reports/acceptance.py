@@ -331,9 +331,12 @@ def decide(
                 raw.append(Blocker("evals", ev.task, f"eval errored: {ev.error or 'no detail'}"))
             elif ev.passed is False or ev.status == "failed":
                 raw.append(Blocker("evals", ev.task, _eval_detail(ev)))
-        checks = [check for ev in evals if ev.status != "error" and (check := eval_check(ev)) is not None]
-        notes += [f"eval {ev.task}: no reference or published score, not judged" for ev in evals
-                  if ev.status != "error" and eval_check(ev) is None]
+        for ev in (e for e in evals if e.status != "error"):
+            check = eval_check(ev)
+            if check is None:
+                notes.append(f"eval {ev.task}: no reference or published score, not judged")
+            else:
+                checks.append(check)
 
     for name, section in (("tests", tests), ("stress_tests", stress_tests)):
         for item in section.items:
