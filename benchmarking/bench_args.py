@@ -6,8 +6,12 @@ typo fails in seconds with exit code 2 instead of after a long server start.
 """
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarking.body_fields import body_fields
 
 # key -> one-line help (what the orchestrator prints when a key is unknown)
 WORKFLOW_ARG_HELP: dict[str, str] = {
@@ -68,6 +72,7 @@ class BenchArgs:
     request_timeout_s: float = 1800.0
     stall_timeout_s: float = 300.0
     seed: int = 0
+    body_fields: dict[str, Any] = field(default_factory=dict)  # keys not owned: extra request body fields
 
 
 def _float(key: str, value: str, *, positive: bool = True) -> float:
@@ -117,13 +122,20 @@ def parse_points(value: str) -> list[tuple[int, int, int, int | None]]:
 
 
 def parse_workflow_args(raw: dict) -> BenchArgs:
-    """Validate and type the raw {key: str} dict; raises BenchArgError naming the valid keys."""
-    unknown = sorted(set(raw) - WORKFLOW_ARG_KEYS)
-    if unknown:
-        raise BenchArgError(
-            f"unknown benchmarks workflow arg(s): {', '.join(unknown)}; valid keys: "
-            + ", ".join(sorted(WORKFLOW_ARG_KEYS)))
+    """Validate and type the raw {key: str} dict; raises BenchArgError naming the bad key.
+
+    Keys not in ``WORKFLOW_ARG_KEYS`` are request body fields (``benchmarking.body_fields``).
+    """
+    for key in sorted(set(raw) - WORKFLOW_ARG_KEYS):
+        close = difflib.get_close_matches(key, sorted(WORKFLOW_ARG_KEYS), n=1, cutoff=0.75)
+        if close:
+            raise BenchArgError(f"unknown benchmarks workflow arg {key!r}; did you mean {close[0]!r}?")
     args = BenchArgs()
+    try:
+        args.body_fields = body_fields({k: "" if v is None else str(v) for k, v in raw.items()
+                                        if k not in WORKFLOW_ARG_KEYS})
+    except ValueError as exc:
+        raise BenchArgError(str(exc)) from None
     for key, value in raw.items():
         value = "" if value is None else str(value).strip()
         if key == "mode":
@@ -192,6 +204,9 @@ def parse_workflow_args(raw: dict) -> BenchArgs:
             args.num_prompts = _int(key, value, minimum=1)
         elif key == "seed":
             args.seed = _int(key, value)
+    if args.body_fields and "vllm" in args.tools:
+        raise BenchArgError(f"request body fields ({', '.join(sorted(args.body_fields))}) reach only the tt tool; "
+                            "tools=vllm (`vllm bench serve`) cannot send them")
     if "stall_timeout_s" not in raw:
         args.stall_timeout_s = DEFAULT_STALL_TIMEOUT_S[args.mode]
     if args.point_budget_s is not None and args.point_budget_s <= args.stall_timeout_s:

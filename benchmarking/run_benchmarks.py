@@ -113,7 +113,7 @@ def _items(ctx: Context, prompts, osl: int):
     from benchmarking.prompts import request_body
     from benchmarking.runner import WorkItem
     chat = ctx.bench.endpoint.endswith("chat/completions")
-    return [WorkItem(request_body(p.text, osl, ctx.model, chat), p.token_len or p.intended_len, osl) for p in prompts]
+    return [WorkItem(request_body(p.text, osl, ctx.model, chat, ctx.bench.body_fields), p.token_len or p.intended_len, osl) for p in prompts]
 
 
 def warm_up(ctx: Context, pairs: list[tuple[int, int]]) -> str | None:

@@ -173,11 +173,9 @@ def engine_supports_loglikelihood(spec: Mapping[str, object]) -> tuple[bool, str
 def parse_workflow_args(args: Mapping[str, str]) -> tuple[str, set[str] | None, int | None]:
     """Validate evals workflow args -> (mode, task filter or None, limit override or None).
 
-    Raises ValueError with a message fit for the user on unknown keys or bad values.
+    Raises ValueError with a message fit for the user on bad values. Keys the workflow does not own
+    pass through to lm-eval (``evals.passthrough``), which checks them.
     """
-    unknown = set(args) - WORKFLOW_ARG_KEYS
-    if unknown:
-        raise ValueError(f"unknown evals workflow args {sorted(unknown)}; accepted: {sorted(WORKFLOW_ARG_KEYS)}")
     mode = str(args.get("mode") or DEFAULT_MODE)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")

@@ -40,7 +40,13 @@ if __package__ in (None, ""):  # run as a script: make `evals.*` importable from
 
 from evals.diagnosis import summarize_failure
 from evals.eval_config import EVAL_CONFIGS, parse_workflow_args
-from evals.eval_spec import LOCAL_CHAT_COMPLETIONS, EvalConfig, EvalTask, engine_supports_loglikelihood
+from evals.eval_spec import (
+    LOCAL_CHAT_COMPLETIONS,
+    WORKFLOW_ARG_KEYS,
+    EvalConfig,
+    EvalTask,
+    engine_supports_loglikelihood,
+)
 from evals.lm_eval_command import (
     REDACTED,
     Refusal,
@@ -49,6 +55,7 @@ from evals.lm_eval_command import (
     endpoint_url,
 )
 from evals.lm_eval_session import LmEvalSessions, WorkerError
+from evals.passthrough import apply_passthrough, passthrough_args
 from evals.server_check import check_server
 from evals.records import (
     STATUS_ERROR,
@@ -131,10 +138,13 @@ def _read_state(task_dir: Path) -> dict:
         return {}
 
 
-def finished_record(task_dir: Path, mode: str, limit: int | None) -> EvalRecord | None:
-    """The task's record if an earlier run already finished it with the same mode and limit."""
+def finished_record(task_dir: Path, mode: str, limit: int | None,
+                    passthrough: dict[str, str] | None = None) -> EvalRecord | None:
+    """The task's record if an earlier run already finished it with the same mode, limit and lm-eval settings."""
     state = _read_state(task_dir)
     if state.get("mode") != mode or state.get("limit") != limit:
+        return None
+    if state.get("passthrough", {}) != (passthrough or {}):
         return None
     try:
         rec = EvalRecord.read(task_dir / "eval_record.json")
@@ -158,6 +168,7 @@ class TaskRunner:
         self._hub_offline: bool | None = None
         self.sessions = sessions if sessions is not None else LmEvalSessions(sys.executable, self.evals_dir)
         self.use_chat = all(t.model_class == LOCAL_CHAT_COMPLETIONS for t in config.tasks)
+        self.passthrough: dict[str, str] = {}  # --workflow-args keys lm-eval gets (evals.passthrough)
         #: Set once the server stopped answering: no further task is started against it.
         self.server_error: str | None = None
 
@@ -185,7 +196,7 @@ class TaskRunner:
         return self.limit_override if self.limit_override is not None else task.limit_for(self.mode)
 
     def finished(self, task: EvalTask) -> EvalRecord | None:
-        return finished_record(self.evals_dir / task.task_name, self.mode, self.limit_for(task))
+        return finished_record(self.evals_dir / task.task_name, self.mode, self.limit_for(task), self.passthrough)
 
     def _base_record(self, task: EvalTask, command: str) -> EvalRecord:
         s = task.score
@@ -216,7 +227,8 @@ class TaskRunner:
             log(f"{task.task_name}: already finished in this run directory ({done.status}); skipped")
             return done
         task_dir.mkdir(parents=True, exist_ok=True)
-        (task_dir / STATE_FILE).write_text(json.dumps({"mode": self.mode, "limit": limit}) + "\n")
+        state = {"mode": self.mode, "limit": limit, **({"passthrough": self.passthrough} if self.passthrough else {})}
+        (task_dir / STATE_FILE).write_text(json.dumps(state) + "\n")
         if self.check_server():
             return self.not_run(task, f"not run: {self.server_error}")
         rec = self._base_record(task, "")
@@ -363,12 +375,16 @@ def main(argv: list[str] | None = None) -> int:
         if name not in EVAL_CONFIGS:
             raise ValueError(f"no eval config for model_name {name!r}; models with evals: {sorted(EVAL_CONFIGS)}")
         config = EVAL_CONFIGS[name]
-        tasks = select_tasks(config, wanted)
+        extra = passthrough_args({k: str(v) for k, v in wf_args.items()}, WORKFLOW_ARG_KEYS)
+        tasks = [apply_passthrough(t, extra) for t in select_tasks(config, wanted)]
     except (OSError, ValueError, TypeError, KeyError) as e:
         print(f"[evals] bad input: {e}", file=sys.stderr, flush=True)
         return 2
 
     runner = TaskRunner(args.run_dir, spec, config, args.server_url, mode, limit)
+    runner.passthrough = extra
+    if extra:
+        log(f"passed through to lm-eval: {' '.join(f'{k}={v}' for k, v in extra.items())}")
     runner.use_chat = all(t.model_class == LOCAL_CHAT_COMPLETIONS for t in tasks)
     runner.evals_dir.mkdir(parents=True, exist_ok=True)
     log(

@@ -122,6 +122,8 @@ def _str(value: Any) -> str | None:
 
 
 _SECRET_WORDS = ("token", "secret", "password", "api_key", "apikey", "jwt")
+# cli_args.json keys run.py derives from the flags (not flags themselves): never rendered as a flag.
+DERIVED_CLI_KEYS = ("workflow_args_passthrough",)
 
 
 def run_command(cli_args: dict[str, Any]) -> str | None:
@@ -130,7 +132,7 @@ def run_command(cli_args: dict[str, Any]) -> str | None:
         return None
     parts = ["python3", "run.py"]
     order = ["model", "workflow", "device"] + sorted(
-        k for k in cli_args if k not in ("model", "workflow", "device"))
+        k for k in cli_args if k not in ("model", "workflow", "device", *DERIVED_CLI_KEYS))
     for key in order:
         value = cli_args.get(key)
         if value is None or value is False or value == "" or value == [] or value == {}:
@@ -145,6 +147,14 @@ def run_command(cli_args: dict[str, Any]) -> str | None:
         else:
             parts += [flag, str(value)]
     return " ".join(parts)
+
+
+def _passthrough(cli_args: dict) -> dict[str, list[str]]:
+    """``workflow_args_passthrough`` from cli_args.json, kept only when it has the shape run.py writes."""
+    value = cli_args.get("workflow_args_passthrough")
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): [str(w) for w in v] for k, v in value.items() if isinstance(v, list)}
 
 
 def _metadata(manifest: dict, spec: dict, cli_args: dict, steps: list[StepSummary]) -> Metadata:
@@ -179,6 +189,7 @@ def _metadata(manifest: dict, spec: dict, cli_args: dict, steps: list[StepSummar
         run_ended=_str(ended),
         duration_s=duration,
         run_command=run_command(cli_args),
+        workflow_args_passthrough=_passthrough(cli_args),
         generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         environment=_gather_environment(manifest),
         steps=steps,

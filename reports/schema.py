@@ -86,6 +86,9 @@ class Metadata(TypedRecord):
     run_ended: str | None = described("Run end (ISO 8601).", None)
     duration_s: float | None = described("Run wall time (s).", None)
     run_command: str | None = described("Command line that reproduces the run (secrets redacted).", None)
+    workflow_args_passthrough: dict[str, list[str]] = described(
+        "--workflow-args keys the workflow does not own, and the workflows that passed each one to their tool "
+        "(evals: lm-eval; benchmarks: request body fields).", factory=dict)
     generated_at: str | None = described("When this report was built (ISO 8601).", None)
     generator: str = described("Tool that built the report.", "tt-inference-server reports")
     environment: Environment = described("Software and host facts.", factory=Environment, record=Environment)

@@ -168,6 +168,8 @@ def metadata_rows(record: ReportRecord) -> list[tuple[str, str]]:
         ("vLLM commit", m.vllm_commit), ("Run id", m.run_id), ("Workflow", m.workflow),
         ("Run status", m.run_status), ("Started", m.run_started), ("Ended", m.run_ended),
         ("Duration (s)", num(m.duration_s)), ("Command", m.run_command),
+        ("Passed through", "; ".join(f"{k} -> {', '.join(w) or 'none'}"
+                                     for k, w in m.workflow_args_passthrough.items())),
         ("Python", env.python), ("Packages", pkgs), ("Host", host_text),
         ("Environment source", where), ("Report generated", m.generated_at),
     ]

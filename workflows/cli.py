@@ -27,6 +27,7 @@ from contracts.workflow_args import (
     WorkflowArgsError,
     WorkflowType,
     parse_workflow_args,
+    passthrough_targets,
     validate_workflow_args,
 )
 
@@ -279,6 +280,9 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     except ValueError as exc:  # shlex: an unbalanced quote
         raise UsageError(f"--workflow-args {_shown(ns.workflow_args)} cannot be split into key=value entries: {exc}") \
             from None
+    passthrough = passthrough_targets(workflow, workflow_args)
+    if passthrough:  # cli_args.json (and the report's metadata) say where each key the workflow does not own went
+        flags["workflow_args_passthrough"] = passthrough
     service_port = parse_port(ns.service_port)
     try:
         if ns.server_url is not None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from contracts import REPO_ROOT
 from contracts.run_dir import collect_outputs
-from contracts.workflow_args import WorkflowType, accepted_keys
+from contracts.workflow_args import WorkflowType, accepted_keys, passthrough_problem
 from workflows.context import RunContext
 from workflows.processes import die_with_parent, stop_process_group
 
@@ -112,7 +112,12 @@ def args_for(workflow: WorkflowType, workflow_args: dict[str, str]) -> dict[str,
     if workflow is WorkflowType.REPORTS:
         return dict(workflow_args)
     keys = accepted_keys(workflow)
-    return {k: v for k, v in workflow_args.items() if k in keys}
+    # Keys no workflow owns reach a child that passes them through (evals: lm-eval; benchmarks: request
+    # body fields); in a release, max_tokens reaches evals but not benchmarks (its OSL is its own), and
+    # stress_tests' slo never becomes a benchmark request field.
+    owned_by_any = accepted_keys(WorkflowType.RELEASE)
+    return {k: v for k, v in workflow_args.items()
+            if k in keys or (k not in owned_by_any and passthrough_problem(workflow, k, str(v)) is None)}
 
 
 def child_command(ctx: RunContext, workflow: WorkflowType) -> list[str]:

@@ -221,7 +221,8 @@ def test_missing_dataset_is_one_line_naming_it():
 
 @pytest.mark.parametrize(
     "wf, spec_patch",
-    [({"mode": "turbo"}, {}), ({"bogus": "1"}, {}), ({"tasks": "nope"}, {}), ({}, {"model_name": "NoSuchModel"})],
+    [({"mode": "turbo"}, {}), ({"mdoe": "smoke"}, {}), ({"batch_size": "four"}, {}), ({"tasks": "nope"}, {}),
+         ({}, {"model_name": "NoSuchModel"})],
 )
 def test_bad_input_exits_2(tmp_path, fake, smollm_spec, write_spec, wf, spec_patch):
     assert _main(tmp_path, write_spec({**smollm_spec, **spec_patch}), wf) == 2
@@ -272,3 +273,21 @@ def test_known_issues_waive_a_task_for_the_exit_code_only():
                              {"workflow": "benchmarks", "task": "x", "reason": "other workflow"}]}
     assert waived_tasks(spec) == {"tt_offline_mc": "no loglikelihood"}
     assert waived_tasks({}) == {}
+
+
+def test_keys_evals_does_not_own_reach_lm_eval(tmp_path, fake, smollm_spec, write_spec):
+    """The documented ``batch_size=4 max_tokens=512``: lm-eval's batch size and a generation kwarg."""
+    wf = {"mode": "smoke", "tasks": "tt_offline_qa", "batch_size": "4", "max_tokens": "512", "num_concurrent": "2"}
+    assert _main(tmp_path, write_spec(smollm_spec), wf) == 0
+    argv = fake.calls[0]
+    assert argv[argv.index("--batch_size") + 1] == "4"
+    assert "max_tokens=512" in argv[argv.index("--gen_kwargs") + 1].split(",")
+    assert "num_concurrent=2" in argv[argv.index("--model_args") + 1].split(",")
+    assert "--batch_size 4" in _record(tmp_path, "tt_offline_qa").lm_eval_command
+    # a re-run with other lm-eval settings measures again instead of reusing the finished task
+    fake.calls.clear()
+    assert _main(tmp_path, write_spec(smollm_spec), {**wf, "max_tokens": "64"}) == 0
+    assert fake.tasks_run() == ["tt_offline_qa"]
+    fake.calls.clear()
+    assert _main(tmp_path, write_spec(smollm_spec), {**wf, "max_tokens": "64"}) == 0
+    assert fake.calls == []

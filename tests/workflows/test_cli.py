@@ -135,10 +135,9 @@ def test_good_device_ids() -> None:
 
 
 def test_unknown_workflow_args_keys() -> None:
-    message = error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "benchmarks",
+    message = error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "tests",
                        "--workflow-args", "mode=smoke colour=blue")
-    assert message.startswith("unknown --workflow-args key(s) for benchmarks: colour; valid keys: ")
-    assert "mode" in message
+    assert message == "unknown --workflow-args key(s) for tests: colour; valid keys: list_tests, markers, mode, test_name"
     assert error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "evals",
                     "--workflow-args", "mode=huge") == "--workflow-args mode='huge' is not one of: smoke, ci, full"
     assert error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "evals",
@@ -225,3 +224,31 @@ def test_interactive_is_for_a_docker_server_workflow_only() -> None:
         "--interactive leaves starting the server to you in the container's shell: use it with --workflow server"
     assert error_of(*base, "--workflow", "server", "--docker-server", "-it", "--auth", "jwt-gateway") == \
         "--interactive starts no server for the JWT gateway to front; drop --auth jwt-gateway"
+
+
+def test_workflow_args_evals_does_not_own_pass_through_and_are_recorded() -> None:
+    """``--workflow-args "batch_size=4 max_tokens=512"`` for evals, as documented."""
+    args = parse("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "evals",
+                 "--workflow-args", "batch_size=4 max_tokens=512")
+    assert args.workflow_args == {"batch_size": "4", "max_tokens": "512"}
+    assert args.record()["workflow_args_passthrough"] == {"batch_size": ["evals"], "max_tokens": ["evals"]}
+    release = parse("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "release",
+                    "--workflow-args", "mode=smoke max_tokens=512 temperature=0.5")
+    # max_tokens is each benchmark point's OSL: in a release it reaches evals only
+    assert release.record()["workflow_args_passthrough"] == {"max_tokens": ["evals"],
+                                                             "temperature": ["evals", "benchmarks"]}
+    assert "workflow_args_passthrough" not in parse("--model", "SmolLM2-135M-Instruct", "--device", "cpu",
+                                                    "--workflow", "evals", "--workflow-args", "mode=smoke").record()
+
+
+@pytest.mark.parametrize("workflow, text, message", [
+    ("evals", "mdoe=smoke", "unknown --workflow-args key 'mdoe' for evals; did you mean 'mode'?"),
+    ("benchmarks", "point=1x1x1", "unknown --workflow-args key 'point' for benchmarks; did you mean 'points'?"),
+    ("evals", "batch_size=four", "--workflow-args batch_size='four' must be an integer >= 1 (lm-eval's batch_size)"),
+    ("benchmarks", "max_tokens=512", "--workflow-args max_tokens is set by the benchmark itself (each point's "
+                                     "output length: choose it with points=ISLxOSLxCON)"),
+    ("evals", "max-tokens=5", "--workflow-args key 'max-tokens' is not a setting name (letters, digits, _)"),
+])
+def test_workflow_args_typos_and_bad_pass_through_values(workflow: str, text: str, message: str) -> None:
+    assert error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", workflow,
+                    "--workflow-args", text) == message

@@ -433,3 +433,13 @@ def test_release_children_get_only_the_workflow_args_they_accept():
     stress = args_for(WorkflowType.STRESS_TESTS, given)
     assert stress["slo"] == "ttft_p99:2000" and "markers" not in stress and "goodput" not in stress
     assert args_for(WorkflowType.REPORTS, given) == given
+
+
+def test_keys_no_workflow_owns_reach_the_children_that_pass_them_through():
+    from workflows.clients import args_for
+
+    given = {"mode": "smoke", "batch_size": "4", "max_tokens": "512", "temperature": "0.5", "slo": "ttft_p99:2000"}
+    assert args_for(WorkflowType.EVALS, given) == {"mode": "smoke", "batch_size": "4", "max_tokens": "512",
+                                                   "temperature": "0.5"}
+    assert args_for(WorkflowType.BENCHMARKS, given) == {"mode": "smoke", "temperature": "0.5"}
+    assert args_for(WorkflowType.TESTS, given) == {"mode": "smoke"}
