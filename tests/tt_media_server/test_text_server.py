@@ -214,7 +214,8 @@ def test_openai_routes_refuse_what_they_cannot_serve(server, path, body, message
     (b'{"text": "hi", "top_k": 0}', "top_k"),
     (b'{"text": "hi", "top_k": 1001}', "top_k"),
     (b'{"text": "hi", "top_p": 0.001}', "top_p"),
-    (b'{"text": "hi", "temperature": 9}', "temperature"),
+    (b'{"text": "hi", "temperature": 11}', "temperature"),
+    (b'{"text": "hi", "temperature": "hot"}', "temperature"),
     (b'{"text": ""}', "text"),
     (b'{"text": "hi", "bogus": 1}', "bogus"),
 ])

@@ -4,69 +4,33 @@
 ``{"text", "temperature", "top_k", "top_p", "max_tokens", "stop_sequence"}``; the answer is
 ``text/plain`` written chunk by chunk (HTTP/1.1 ``Transfer-Encoding: chunked``) as tokens are
 generated, with no framing around the text. Ranges: 1 <= max_tokens <= 2048,
-1 <= top_k <= 1000, 0.01 <= top_p <= 1, 0 <= temperature <= 2 (0 = greedy). Malformed JSON or a
-bad value is 400 with ``{"status_code": 400, "message": "..."}`` (this API's error shape),
-as are the scheduler's own refusals (429 queue full, 503 not ready) in the same shape.
+1 <= top_k <= 1000, 0.01 <= top_p <= 1, 0 <= temperature <= 10 (the documented 0.1-10; 0 = greedy).
+Numbers may come as JSON numbers or as numeric strings (the documented requests send
+``"temperature": "1", "max_tokens": "32"``). Malformed JSON or a bad value (a string that is not a
+number, a value out of range) is 400 with ``{"status_code": 400, "message": "..."}`` naming the
+field (this API's error shape), as are the scheduler's own refusals (429 queue full, 503 not ready).
 """
 from __future__ import annotations
 
-import json
 from typing import Any, AsyncIterator
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from media_server.api.common import run_request, scheduler_of
+from media_server.api.legacy_body import parse_legacy
 from media_server.api.text import merge_text_chunks
 from media_server.auth import require_api_key
 from media_server.errors import MediaError
-from media_server.runners.text_params import InvalidTextRequest, TextRequest
+from media_server.runners.text_params import InvalidTextRequest
 
 router = APIRouter()
 KIND = "text"
-DEFAULTS = {"temperature": 1.0, "top_k": 20, "top_p": 0.9, "max_tokens": 128}
-FIELDS = ("text", "temperature", "top_k", "top_p", "max_tokens", "stop_sequence")
 
 
 def legacy_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(status_code=status, content={"status_code": status, "message": message},
                         headers=headers)
-
-
-def parse_legacy(raw: bytes) -> TextRequest:
-    """The request record for a legacy body; InvalidTextRequest names the bad field."""
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidTextRequest(f"malformed JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise InvalidTextRequest("the body must be a JSON object")
-    unknown = sorted(set(body) - set(FIELDS))
-    if unknown:
-        raise InvalidTextRequest(f"unknown field(s): {', '.join(unknown)}; expected "
-                                 + ", ".join(FIELDS))
-    text = body.get("text")
-    if not isinstance(text, str) or not text:
-        raise InvalidTextRequest("text: expected a non-empty string")
-    values = {key: body.get(key, default) for key, default in DEFAULTS.items()}
-    for key, value in values.items():
-        if value is None:
-            raise InvalidTextRequest(f"{key}: must not be null")
-    stop = body.get("stop_sequence")
-    if stop is None or stop == "":
-        stops = []
-    elif isinstance(stop, str):
-        stops = [stop]
-    elif isinstance(stop, list):
-        stops = stop
-    else:
-        raise InvalidTextRequest("stop_sequence: expected a string or a list of strings")
-    request = TextRequest(prompt=text, max_tokens=values["max_tokens"], stop=stops,
-                          temperature=values["temperature"], top_k=values["top_k"],
-                          top_p=values["top_p"])
-    if isinstance(request.top_k, int) and not isinstance(request.top_k, bool) and request.top_k < 1:
-        raise InvalidTextRequest(f"top_k: {request.top_k} is out of range [1, 1000]")
-    return request.validate()
 
 
 async def _inference(request: Request, model: str | None):

@@ -33,7 +33,7 @@ import time
 from typing import Any, Protocol
 
 from media_server.runners.text_detok import IncrementalDetokenizer, StopMatcher
-from media_server.runners.text_params import InvalidTextRequest, TextRequest
+from media_server.runners.text_params import LEGACY_LIMITS, InvalidTextRequest, TextRequest
 
 DEFAULT_MAX_TOKENS_CAP = 2048
 
@@ -112,7 +112,7 @@ class SlotEngine:
     # ---- requests ----------------------------------------------------------------------------
     def submit(self, request_id: str, request: TextRequest) -> None:
         """Queue a request; InvalidTextRequest when it cannot fit the model's context."""
-        request.validate(cap_max_tokens=False)
+        request.validate(cap_max_tokens=False, limits=LEGACY_LIMITS)  # the widest any route admits
         if request_id in self._by_id:
             raise InvalidTextRequest(f"request id {request_id} is already active")
         if request.messages is not None:

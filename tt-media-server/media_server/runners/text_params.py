@@ -23,13 +23,16 @@ class Range:
         return self.low <= value <= self.high
 
 
-# The legacy streaming inference API's ranges; the OpenAI routes use the same ones.
+# The OpenAI routes' ranges (temperature as OpenAI's API bounds it).
 LIMITS: dict[str, Range] = {
     "max_tokens": Range(1, 2048),
     "top_k": Range(1, 1000),
     "top_p": Range(0.01, 1.0),
     "temperature": Range(0.0, 2.0),
 }
+# The legacy streaming inference API documents temperature up to 10 (0 stays greedy); the runner
+# checks every request against these, the widest ranges any route admits.
+LEGACY_LIMITS: dict[str, Range] = {**LIMITS, "temperature": Range(0.0, 10.0)}
 
 
 class InvalidTextRequest(ValueError):
@@ -68,11 +71,12 @@ class TextRequest:
 
     schema: ClassVar[str] = SCHEMA
 
-    def validate(self, cap_max_tokens: bool = True) -> "TextRequest":
+    def validate(self, cap_max_tokens: bool = True, limits: dict[str, Range] = LIMITS) -> "TextRequest":
         """Raise InvalidTextRequest naming the first bad field; returns self.
 
         cap_max_tokens: hold max_tokens to LIMITS (the legacy API); the OpenAI routes pass
         False and let the model's context bound it (the runner checks prompt + max_tokens).
+        limits: the ranges to hold (LIMITS for the OpenAI routes, LEGACY_LIMITS for /inference).
         """
         if self.messages is None and not isinstance(self.prompt, str):
             raise InvalidTextRequest("prompt: expected a string")
@@ -88,14 +92,14 @@ class TextRequest:
         elif not self.prompt:
             raise InvalidTextRequest("prompt: must not be empty")
         if cap_max_tokens:
-            self._check_number("max_tokens", self.max_tokens, integer=True, optional=True)
+            self._check_number("max_tokens", self.max_tokens, limits, integer=True, optional=True)
         elif self.max_tokens is not None and (isinstance(self.max_tokens, bool) or not isinstance(
                 self.max_tokens, int) or self.max_tokens < 1):
             raise InvalidTextRequest(f"max_tokens: expected an integer >= 1, got {self.max_tokens!r}")
-        self._check_number("temperature", self.temperature)
-        self._check_number("top_p", self.top_p)
+        self._check_number("temperature", self.temperature, limits)
+        self._check_number("top_p", self.top_p, limits)
         if self.top_k not in (None, 0):
-            self._check_number("top_k", self.top_k, integer=True)
+            self._check_number("top_k", self.top_k, limits, integer=True)
         if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)):
             raise InvalidTextRequest("seed: expected an integer")
         if not isinstance(self.stop, list) or not all(isinstance(s, str) and s for s in self.stop):
@@ -110,7 +114,7 @@ class TextRequest:
             raise InvalidTextRequest("ignore_eos: expected a boolean")
         return self
 
-    def _check_number(self, name: str, value: Any, integer: bool = False,
+    def _check_number(self, name: str, value: Any, limits: dict[str, Range], integer: bool = False,
                       optional: bool = False) -> None:
         if value is None and optional:
             return
@@ -118,7 +122,7 @@ class TextRequest:
         if isinstance(value, bool) or not isinstance(value, kinds):
             raise InvalidTextRequest(f"{name}: expected {'an integer' if integer else 'a number'}, "
                                      f"got {value!r}")
-        limit = LIMITS[name]
+        limit = limits[name]
         if not limit.contains(value):
             raise InvalidTextRequest(f"{name}: {value!r} is out of range "
                                      f"[{_fmt(limit.low)}, {_fmt(limit.high)}]")
