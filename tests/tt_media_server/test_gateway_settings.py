@@ -63,3 +63,23 @@ def test_a_bad_value_is_one_line_naming_the_flag(flag, value, monkeypatch):
     assert code == 2, (flag, value, code, err.getvalue())
     assert len(lines) == 1 and lines[0].startswith("gateway: ") and flag in lines[0], (flag, value, lines)
     assert "Traceback" not in err.getvalue()
+
+
+def test_defaults_run_beside_a_media_server_started_with_its_defaults(monkeypatch):
+    """``JWT_SECRET=... python -m gateway`` with no flags: 8080 in front of the server's default 127.0.0.1:8000."""
+    from gateway.__main__ import build
+
+    monkeypatch.setenv("JWT_SECRET", "gateway-settings-test-secret")
+    ns = build_parser().parse_args([])
+    assert (ns.upstream, ns.host, ns.port) == ("http://127.0.0.1:8000", "127.0.0.1", 8080)
+    assert build(ns).upstream.rstrip("/") == "http://127.0.0.1:8000"
+
+
+def test_an_upstream_at_the_gateways_own_address_is_refused(monkeypatch):
+    monkeypatch.setenv("JWT_SECRET", "gateway-settings-test-secret")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["--port", "8000"])
+    assert code == 2
+    assert err.getvalue().strip() == ("gateway: --upstream http://127.0.0.1:8000 is the gateway's own address "
+                                      "(--port 8000); give the server and the gateway different ports")

@@ -4,8 +4,11 @@ The HS256 secret is read from an environment variable (``--secret-env``, default
 never from the command line (which any local user can read). Exit code 2 on bad input (no
 secret, a bad upstream URL), with one line saying why.
 
-Example (from ``tt-media-server/``):
+Beside a media server started with its defaults (``uvicorn main:app --port 8000``), the defaults
+are enough: the gateway listens on 8080 and forwards to ``http://127.0.0.1:8000`` (``DEFAULT_UPSTREAM``).
+From ``tt-media-server/``:
 
+    JWT_SECRET=... python -m gateway
     JWT_SECRET=... python -m gateway --upstream http://127.0.0.1:8001 --port 8000 \\
         --required-claims team_id --upstream-api-key-env UPSTREAM_API_KEY
 """
@@ -24,6 +27,10 @@ from gateway.tokens import TokenPolicy
 
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+# The media server's own default address (uvicorn main:app --port 8000), so the gateway runs beside it
+# with no flags; the gateway's default port is another one, so the two defaults never collide.
+DEFAULT_UPSTREAM = "http://127.0.0.1:8000"
+DEFAULT_PORT = 8080
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,9 +42,11 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m gateway", description=__doc__.splitlines()[0])
-    parser.add_argument("--upstream", required=True, help="base URL of the server behind the gateway")
+    parser.add_argument("--upstream", default=DEFAULT_UPSTREAM,
+                        help=f"base URL of the server behind the gateway (default {DEFAULT_UPSTREAM}: the "
+                             "media server's default address)")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT})")
     parser.add_argument("--secret-env", default="JWT_SECRET",
                         help="environment variable holding the HS256 secret (default JWT_SECRET)")
     parser.add_argument("--required-claims", default="team_id",
@@ -93,6 +102,10 @@ def build(ns: argparse.Namespace) -> Gateway:
         raise SystemExit(f"gateway: --upstream {ns.upstream!r} is not an http(s) URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SystemExit(f"gateway: --upstream {ns.upstream!r} is not an http(s) URL")
+    upstream_port = parts.port or (443 if parts.scheme == "https" else 80)
+    if upstream_port == ns.port and parts.hostname in (ns.host, "127.0.0.1", "localhost", "0.0.0.0"):
+        raise SystemExit(f"gateway: --upstream {ns.upstream} is the gateway's own address (--port {ns.port}); "
+                         "give the server and the gateway different ports")
     upstream_auth = None
     if ns.upstream_api_key_env:
         key = os.environ.get(ns.upstream_api_key_env, "")
