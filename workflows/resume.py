@@ -1,0 +1,156 @@
+"""Resume a run that run.py did not live to finish (SIGKILL, the OOM killer, a lost terminal).
+
+Why: a benchmark sweep can take an hour; a rerun of the same command after a hard kill must keep
+every finished point and its per-request rows and measure only what is missing, not start over in
+a new run directory. Ctrl-C and failures end a run properly (status, report); only a kill leaves
+it behind unfinished, and only the files can tell.
+
+How a killed run is recognised, from what each run leaves in its directory:
+
+- ``run.pid.json`` names run.py's pid and that process's start time; it is written when the run
+  starts and removed when it ends in any way run.py sees. Present, with its process gone (or the
+  pid now another process), means run.py was killed.
+- ``client.pid.json`` names the client workflow running at that moment (it leads its own process
+  group). A client gets SIGTERM when run.py dies and may still be flushing for a few seconds: the
+  rerun stops it, by pid and start time, before it uses the directory, so two writers never share it.
+
+A rerun without ``--output-dir`` resumes the newest run of the same model and workflow under the
+runs root when that run was killed and its ``cli_args.json`` equals this run's arguments; anything
+else starts a new run. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+OWNER_FILE = "run.pid.json"
+CLIENT_FILE = "client.pid.json"
+ORPHAN_STOP_TIMEOUT_S = 15.0
+
+
+def process_start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot, /proc field 22); None when gone.
+
+    A pid alone is not an identity: after a kill it can be reused by an unrelated process.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    if not fields or fields[0] == "Z":
+        return None  # a zombie has finished; only its parent's wait is missing
+    return fields[19] if len(fields) > 19 else None
+
+
+def _identity(pid: int) -> dict[str, Any]:
+    return {"pid": pid, "start_time": process_start_time(pid)}
+
+
+def _alive(identity: Any) -> bool:
+    """True when the process a pid file names still runs (same pid, same start time)."""
+    if not isinstance(identity, dict) or not isinstance(identity.get("pid"), int):
+        return False
+    now = process_start_time(identity["pid"])
+    return now is not None and now == identity.get("start_time")
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data) + "\n")
+    os.replace(tmp, path)
+
+
+def mark_owner(run_dir: Path) -> None:
+    """This run.py owns ``run_dir`` until ``release_owner``."""
+    _write(Path(run_dir) / OWNER_FILE, _identity(os.getpid()))
+
+
+def release_owner(run_dir: Path) -> None:
+    (Path(run_dir) / OWNER_FILE).unlink(missing_ok=True)
+
+
+def mark_client(run_dir: Path, pid: int, workflow: str) -> None:
+    """A client workflow (leading its own process group) now writes into ``run_dir``."""
+    _write(Path(run_dir) / CLIENT_FILE, {**_identity(pid), "workflow": workflow})
+
+
+def release_client(run_dir: Path) -> None:
+    (Path(run_dir) / CLIENT_FILE).unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class KilledRun:
+    path: Path
+    run_id: str
+
+
+def find_killed_run(runs_root: Path, model_id: str, workflow: str, cli_args: dict) -> KilledRun | None:
+    """The newest run of ``model_id``/``workflow`` under ``runs_root`` when run.py was killed during
+    it and it was started with the same arguments; else None."""
+    try:
+        candidates = sorted((p for p in Path(runs_root).iterdir() if (p / "manifest.json").is_file()),
+                            key=lambda p: p.name, reverse=True)
+    except OSError:
+        return None
+    for path in candidates:
+        manifest = _read(path / "manifest.json")
+        if not isinstance(manifest, dict) or (manifest.get("model_id"), manifest.get("workflow")) != (
+                model_id, workflow):
+            continue
+        # Only the newest run of this model and workflow: an older killed run was superseded.
+        owner = _read(path / OWNER_FILE)
+        if manifest.get("status") != "running" or owner is None or _alive(owner):
+            return None
+        if _read(path / "cli_args.json") != json.loads(json.dumps(cli_args, default=str)):
+            return None
+        return KilledRun(path, str(manifest.get("run_id") or path.name))
+    return None
+
+
+def stop_orphans(run_dir: Path, timeout: float = ORPHAN_STOP_TIMEOUT_S) -> list[str]:
+    """Stop what the killed run left running in ``run_dir`` (its client, then its server), by pid
+    and start time; one line per process group stopped."""
+    lines = []
+    for name, what in ((CLIENT_FILE, "client workflow"), ("server.pid.json", "server")):
+        info = _read(Path(run_dir) / name)
+        if not isinstance(info, dict):
+            continue
+        pgid = info.get("pgid", info.get("pid"))
+        # Without a start time a pid may be anyone's by now: only a process known to be the same is stopped.
+        if not _alive({"pid": pgid, "start_time": info.get("start_time")}):
+            continue
+        label = f"{what} {info.get('workflow') or ''}".strip()
+        lines.append(f"stopped the killed run's {label} (process group {pgid}): {_stop_group(pgid, timeout)}")
+        (Path(run_dir) / name).unlink(missing_ok=True)
+    return lines
+
+
+def _stop_group(pgid: int, timeout: float) -> str:
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return "already gone"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process_start_time(pgid) is None:
+            return "ended on SIGTERM"
+        time.sleep(0.1)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return "ended on SIGTERM"
+    return f"killed after {timeout:.0f} s"
