@@ -219,7 +219,8 @@ class RunOptions:
             and self.model_spec_json is None
 
     def record(self) -> dict[str, Any]:
-        """The flags as JSON-safe data (``cli_args.json``): one key per flag, as typed."""
+        """The flags as JSON-safe data (``cli_args.json``): one key per flag, as typed, plus
+        ``workflow_args_passthrough`` (each --workflow-args key the workflow does not own -> where it went)."""
         return dict(self.flags)
 
 
