@@ -67,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-it", "--interactive", action="store_true",
                         help="with --docker-server --workflow server: a shell in the container (docker run -it), "
                              "where you start the server")
-    parser.add_argument("--workflow-args", default="", help="'key=value ...' passed to the workflow (e.g. mode=smoke)")
+    parser.add_argument("--workflow-args", default="",
+                        help="'key=value ...' passed to the workflow (e.g. mode=smoke); evals pass other keys to "
+                             "lm-eval (batch_size=4 max_tokens=512), benchmarks as request body fields")
     parser.add_argument("--disable-trace-capture", action="store_true", help="skip warm-up requests")
     parser.add_argument("--dev-mode", action="store_true", help="use the -dev- image variant")
     parser.add_argument("--override-docker-image", help="use this image instead of the spec's")
