@@ -333,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
         _log(f"NOTE: {ctx.tokenizer_note}; prompts are whitespace words and lengths are unverified")
     _log(f"model {ctx.model} at {ctx.base_url}; mode {bench.mode}; {len(points)} point(s); "
          f"tokenizer {getattr(ctx.tokenizer, 'source', 'none')}; stall timeout {bench.stall_timeout_s:g} s")
+    if bench.body_fields:
+        _log("request body fields from --workflow-args: "
+             + " ".join(f"{k}={json.dumps(v)}" for k, v in sorted(bench.body_fields.items())))
     for p in points:
         _log(f"  point isl={p.isl} osl={p.osl} con={p.max_concurrency} n={p.num_prompts} ({p.source})")
     return run_sweep(ctx, points, vllm_python, stop)

@@ -97,8 +97,13 @@ def test_run_benchmarks_smoke_resume_and_exit_codes(stub_factory, tmp_path, tiny
     assert again.returncode == 0 and again.stdout.count("skipping (resume)") == 1
     assert "warm-up" not in again.stdout and os.path.getmtime(os.path.join(bdir, stems[0] + ".json")) == mtime
 
-    bad = _run(str(tmp_path / "bad"), stub.url, {"mode": "smoke", "colour": "red"})
-    assert bad.returncode == 2 and "valid keys" in bad.stderr and not os.path.exists(str(tmp_path / "bad" / "benchmarks"))
+    bad = _run(str(tmp_path / "bad"), stub.url, {"mode": "smoke", "max_tokens": "5"})
+    assert bad.returncode == 2 and "max_tokens is set by the benchmark itself" in bad.stderr
+    assert not os.path.exists(str(tmp_path / "bad" / "benchmarks"))
+    fields = _run(str(tmp_path / "fields"), stub.url, {"mode": "smoke", "temperature": "0.7", "top_k": "40"},
+                  "--disable-trace-capture", env_extra={"TT_TOKENIZER_DIR": tiny_tokenizer_dir})
+    assert fields.returncode == 0, fields.stdout + fields.stderr
+    assert "request body fields from --workflow-args: temperature=0.7 top_k=40" in fields.stdout
 
 
 def test_all_failed_point_exits_1_and_keeps_the_other(stub_factory, tmp_path):
