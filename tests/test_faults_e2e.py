@@ -339,6 +339,40 @@ def test_sigkill_of_run_py_leaves_no_child_sending_and_resume_reruns_the_point(f
     assert rec.get("complete") is not False and rec["metrics"]["completed"] == 4, rec["metrics"]
 
 
+@pytest.mark.slow
+def test_the_same_command_after_a_kill_resumes_the_killed_run_keeping_finished_points(fake, tmp_path):
+    """kill -9 once the first point is written, then the same command at once (no --output-dir): the
+    rerun finds the killed run, stops its client if it still flushes, keeps the finished point
+    byte for byte and measures only the rest."""
+    server = fake(itl_ms=60)
+    env = dict(os.environ, NO_COLOR="1", COLUMNS="200", CACHE_ROOT=str(tmp_path / "cache"))
+    for name in ("API_KEY", "VLLM_API_KEY", "JWT_SECRET", "OPENAI_API_KEY"):
+        env.pop(name, None)
+    argv = _argv(tmp_path, server.url, "benchmarks", "mode=smoke")[:-2]  # the same command, no --output-dir
+    runs = tmp_path / "cache" / "workflow_logs" / "runs"
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=env,
+                            start_new_session=True)
+    try:
+        wait_for(lambda: any(runs.glob(f"*/benchmarks/{POINT1}.json")), 120, "the first point to finish")
+        proc.kill()
+        proc.communicate()
+        run_dir = next(runs.iterdir())
+        kept = {p.name: p.read_bytes() for p in (run_dir / "benchmarks").glob(f"{POINT1}*")}
+        again = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        reap_children(runs)
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out[-3000:]
+    assert [p.name for p in runs.iterdir()] == [run_dir.name], "the rerun started a new run instead of resuming"
+    assert f"Resuming {run_dir.name}: its run.py was killed" in out, out[-3000:]
+    assert f"{POINT1} (tt): already finished" in (run_dir / "run.log").read_text()
+    assert {p.name: p.read_bytes() for p in (run_dir / "benchmarks").glob(f"{POINT1}*")} == kept
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "passed"
+    assert not (run_dir / "run.pid.json").exists() and not (run_dir / "client.pid.json").exists()
+
+
 # ------------------------------------------------------------------ evals against a broken server
 
 EVAL_ARGS = "mode=smoke limit=5"

@@ -24,6 +24,7 @@ from contracts.run_dir import collect_outputs
 from contracts.workflow_args import WorkflowType, accepted_keys, passthrough_problem
 from workflows.context import RunContext
 from workflows.processes import die_with_parent, stop_process_group
+from workflows.resume import mark_client, release_client
 
 # Which venv and entry script run each client workflow.
 CLIENT_SCRIPTS = {
@@ -168,6 +169,7 @@ def run_client(ctx: RunContext, workflow: WorkflowType) -> ClientResult:
                             env=child_env(ctx), cwd=REPO_ROOT, start_new_session=True,
                             preexec_fn=die_with_parent(signal.SIGTERM))
     ctx.current_child = proc
+    mark_client(ctx.run_dir.path, proc.pid, workflow.value)  # a rerun after a kill stops it by this record
     show = ConsoleFilter()
 
     def pump() -> None:
@@ -197,10 +199,12 @@ def run_client(ctx: RunContext, workflow: WorkflowType) -> ClientResult:
         stop_process_group(proc, CHILD_STOP_TIMEOUT_S, exc.signum)
         reader.join(timeout=5)
         ctx.current_child = None
+        release_client(ctx.run_dir.path)
         raise
     code = proc.wait()
     reader.join(timeout=5)
     ctx.current_child = None
+    release_client(ctx.run_dir.path)
     if server is not None and (died or not server.is_alive()):
         raise ServerDiedDuringClient(f"the server exited (code {server.exit_code()}) during {workflow.value}\n"
                                      f"last lines of server.log:\n{server.log_tail(40)}")

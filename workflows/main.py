@@ -168,9 +168,15 @@ def _run(argv: list[str]) -> int:
         _check_bearer(auth)
         assert options.workflow is not None
         run_id = make_run_id(spec.model_id, options.workflow.value)
+        killed = None
+        if options.output_dir is None:  # the same command after a hard kill picks up where that run stopped
+            from workflows.resume import find_killed_run
+
+            killed = find_killed_run(default_runs_root(), spec.model_id, options.workflow.value, options.record())
+            run_id = killed.run_id if killed else run_id
         try:
-            path = claim_output_dir(options.output_dir or default_runs_root() / run_id, spec.model_id,
-                                    options.workflow.value)
+            path = claim_output_dir(killed.path if killed else options.output_dir or default_runs_root() / run_id,
+                                    spec.model_id, options.workflow.value)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         redactor = Redactor.from_env(os.environ, auth, DOTENV_PATH)
@@ -184,7 +190,14 @@ def _run(argv: list[str]) -> int:
         return 2
 
     from workflows import pipeline
+    from workflows.resume import mark_owner, release_owner, stop_orphans
 
+    if killed is not None:
+        for line in stop_orphans(run_dir.path):
+            ui.plain(line)
+            run_dir.log(line)
+        ui.plain(f"Resuming {run_id}: its run.py was killed; what it finished is kept and only what is missing runs")
+    mark_owner(run_dir.path)
     record = run_dir.start_step("resolve_spec")
     spec.write(run_dir.spec_path)
     run_dir.write_json("cli_args.json", options.record())
@@ -205,6 +218,7 @@ def _run(argv: list[str]) -> int:
         ui.error(f"internal error: {type(exc).__name__}: {exc} (traceback in run.log)")
         code = 1
     finally:
+        release_owner(run_dir.path)
         run_dir.close()
         ui.run_directory(str(run_dir.path))
     return code

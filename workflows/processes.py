@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from pathlib import Path
 from typing import Callable
 
 _PR_SET_PDEATHSIG = 1
@@ -54,3 +55,18 @@ def stop_process_group(proc: subprocess.Popen, timeout: float, sig: int = signal
         except ProcessLookupError:
             pass
         return proc.wait()
+
+
+def process_start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot, /proc field 22); None when gone.
+
+    A pid alone is not an identity: after a kill it can be reused by an unrelated process.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    if not fields or fields[0] == "Z":
+        return None  # a zombie has finished; only its parent's wait is missing
+    return fields[19] if len(fields) > 19 else None

@@ -29,24 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workflows.processes import process_start_time
+
 OWNER_FILE = "run.pid.json"
 CLIENT_FILE = "client.pid.json"
 ORPHAN_STOP_TIMEOUT_S = 15.0
-
-
-def process_start_time(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (clock ticks since boot, /proc field 22); None when gone.
-
-    A pid alone is not an identity: after a kill it can be reused by an unrelated process.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    if not fields or fields[0] == "Z":
-        return None  # a zombie has finished; only its parent's wait is missing
-    return fields[19] if len(fields) > 19 else None
 
 
 def _identity(pid: int) -> dict[str, Any]:

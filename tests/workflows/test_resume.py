@@ -6,13 +6,13 @@ import os
 import subprocess
 import sys
 
+from workflows.processes import process_start_time
 from workflows.resume import (
     CLIENT_FILE,
     OWNER_FILE,
     find_killed_run,
     mark_client,
     mark_owner,
-    process_start_time,
     release_owner,
     stop_orphans,
 )

@@ -19,7 +19,7 @@ from pathlib import Path
 from contracts import REPO_ROOT
 from contracts.model_spec import DeviceType
 from workflows.auth import CLIENT_AUTH_NAMES
-from workflows.processes import die_with_parent
+from workflows.processes import die_with_parent, process_start_time
 from workflows.servers.base import (
     LAUNCHER_PATH,
     ServerHandle,
@@ -112,8 +112,9 @@ class LocalServerHandle(ServerHandle):
     def _write_pidfile(self, run_dir: Path) -> None:
         """Record what we started so a later `stop` (or a human) can find it after run.py exits."""
         try:
-            (run_dir / "server.pid.json").write_text(json.dumps({"kind": "local", "pid": self.pid, "pgid": self.pgid,
-                                                                  "base_url": self.base_url}) + "\n")
+            (run_dir / "server.pid.json").write_text(json.dumps({
+                "kind": "local", "pid": self.pid, "pgid": self.pgid, "base_url": self.base_url,
+                "start_time": process_start_time(self.pid)}) + "\n")
         except OSError:
             pass
 
