@@ -110,7 +110,9 @@ def test_full_window_is_split_into_length_sorted_batches():
     assert length_sorted_batches(["bb", "a", "dddd", "ccc"], 3) == [["dddd", "ccc", "bb"], ["a"]]
 
     async def run():
-        batcher, encoder = _batcher(BatchingConfig(enabled=True, window_ms=1000, max_size=4))
+        # A 20 s window: full batches go out at once (milliseconds), a batcher that waited for the
+        # window would take 20 s, so the 10 s bound below is crossed only by that bug.
+        batcher, encoder = _batcher(BatchingConfig(enabled=True, window_ms=20_000, max_size=4))
         texts = ["x" * n for n in (3, 1, 7, 5, 2, 8, 4, 6)]
         started = asyncio.get_running_loop().time()
         await asyncio.gather(*(batcher.embed("m", [text]) for text in texts))
@@ -121,7 +123,7 @@ def test_full_window_is_split_into_length_sorted_batches():
     for batch in encoder.batches:
         assert [len(text) for text in batch] == sorted((len(text) for text in batch), reverse=True)
     assert sorted(len(t) for batch in encoder.batches for t in batch) == list(range(1, 9))
-    assert elapsed < 0.5  # full batches go out at once, without waiting for the 1 s window
+    assert elapsed < 10.0  # full batches go out at once, without waiting for the 20 s window
 
 
 def test_without_batching_each_request_goes_alone():

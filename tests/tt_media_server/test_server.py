@@ -212,7 +212,9 @@ def test_hanging_runner_gets_504_and_its_worker_comes_back(media_server):
         elapsed = time.monotonic() - started
         assert response.status_code == 504, response.text
         assert "recycled" in response.json()["error"]["message"]
-        assert elapsed < 4
+        # The 1.5 s deadline answers in about 1.5 s; a deadline not enforced leaves the request on the
+        # hung worker until the 60 s default (or forever), past the client's 30 s timeout.
+        assert elapsed < 15, elapsed
         server.wait_until(lambda live: live["worker_count"] == 1, 30, "the recycled worker")
         assert set(server.worker_pids()).isdisjoint(old_pids)
         assert not any(_alive(pid) for pid in old_pids)
@@ -220,35 +222,43 @@ def test_hanging_runner_gets_504_and_its_worker_comes_back(media_server):
 
 
 def test_crashing_worker_fails_its_requests_at_once_and_restarts(media_server, tmp_path):
+    """The batching window is the longest allowed (10 s): a full batch goes out at once and its
+    crash reaches every client in well under a second, while a batch held for the window, or a
+    crash noticed only at a deadline, answers 10 s or more after the first request was sent. The
+    5 s bound sits between the two, so only such a bug crosses it."""
     marker = tmp_path / "reset-ran"
     server = media_server({"MOCK_CRASH_ON": "CRASH", "MAX_BATCH_SIZE": "3",
-                           "MAX_BATCH_DELAY_TIME_MS": "5000", "MAX_WORKER_RESTART_COUNT": "1",
+                           "MAX_BATCH_DELAY_TIME_MS": "10000", "MAX_WORKER_RESTART_COUNT": "1",
                            "RESET_DEVICE_COMMAND": f"touch {marker}", "RESET_DEVICE_SLEEP_TIME": "0",
                            "DEFAULT_INFERENCE_TIMEOUT_SECONDS": "60"})
     client = httpx.Client(base_url=server.base_url, headers=server.headers, timeout=60)
 
     def post(prompt):
-        started = time.monotonic()
         response = client.post(IMAGE, json={"prompt": prompt})
-        return response, time.monotonic() - started
+        return response, time.monotonic()
 
     with client, concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         # Two requests wait in the batching window; the third fills the batch, which crashes.
+        first_sent = time.monotonic()
         waiting = [pool.submit(post, "innocent one"), pool.submit(post, "innocent two")]
         server.wait_until(lambda live: live["queue_size"] == 2, 10, "two queued requests")
-        response, elapsed = post("CRASH now")
-        results = [f.result() for f in waiting] + [(response, elapsed)]
-    assert elapsed < 1.0, f"the crash took {elapsed:.2f} s to reach the client"
+        response, answered = post("CRASH now")
+        results = [f.result() for f in waiting] + [(response, answered)]
+    took = max(at for _, at in results) - first_sent
+    assert took < 5.0, f"the crash took {took:.2f} s to reach every client (batching window 10 s)"
     for response, _ in results:
         assert response.status_code == 503, response.text
         message = response.json()["error"]["message"]
         assert "worker 0 (devices (0)" in message and "died" in message, message
     server.wait_until(lambda live: live["worker_count"] == 1, 30, "the restarted worker")
     assert not marker.exists()
-    # A second crash passes MAX_WORKER_RESTART_COUNT=1: the device reset command runs.
-    crash = httpx.post(server.base_url + IMAGE, json={"prompt": "CRASH again"}, headers=server.headers,
-                       timeout=30)
-    assert crash.status_code == 503
+    # A second crash passes MAX_WORKER_RESTART_COUNT=1: the device reset command runs. A full batch
+    # of three, so it goes out without waiting for the 10 s window.
+    again = httpx.Client(base_url=server.base_url, headers=server.headers, timeout=30)
+    with again, concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        crashes = list(pool.map(lambda prompt: again.post(IMAGE, json={"prompt": prompt}),
+                                ["CRASH again", "innocent three", "innocent four"]))
+    assert [r.status_code for r in crashes] == [503] * 3, [r.text for r in crashes]
     server.wait_until(lambda live: live["worker_count"] == 1, 30, "the worker after device reset")
     assert marker.exists()
     assert "RESET_DEVICE_COMMAND" in server.log()
@@ -276,6 +286,8 @@ def test_disconnect_cancels_queued_work(media_server):
 
 def test_shutdown_fails_queued_requests_and_leaves_no_process(media_server):
     server = media_server({"MOCK_INFERENCE_DELAY_MS": "3000", "DEVICE_IDS": "(0),(1)"})
+    # /health answers once one worker is warm; the second may still be starting on a busy machine.
+    server.wait_until(lambda live: live["worker_count"] == 2, 60, "both workers")
     pids = server.worker_pids()
     assert len(pids) == 2
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
@@ -285,6 +297,8 @@ def test_shutdown_fails_queued_requests_and_leaves_no_process(media_server):
         started = time.monotonic()
         code = server.stop(timeout=20)
         responses = [f.result() for f in futures]
+    # Each worker exits once its running batch (at most 3 s) is over; one that ignored "stop" would
+    # be killed only after the scheduler's 10 s wait, so 10 s is crossed only by that.
     assert time.monotonic() - started < 10
     assert code == 0, server.log()[-2000:]
     for response in responses:
