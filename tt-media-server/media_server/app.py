@@ -19,11 +19,13 @@ from fastapi import FastAPI
 
 from media_server import metrics
 from media_server.auth import BodySizeLimit
-from media_server.config import ConfigError, Settings, load_settings
+from media_server.config import (ConfigError, Settings, check_component_settings, load_settings,
+                                  unknown_setting_warnings)
 from media_server.errors import install_handlers
 from media_server.runners.base import RunnerUnavailable
 from media_server.runners.registry import UnknownRunner
 from media_server.scheduler import Scheduler
+from media_server.speech.settings import AUDIO_PATHS, speech_settings
 
 log = logging.getLogger("media_server")
 
@@ -39,10 +41,13 @@ def _fail_startup(line: str) -> "SystemExit":
 def create_app(settings: Settings | None = None) -> FastAPI:
     try:
         settings = settings or load_settings()
+        check_component_settings()
     except ConfigError as exc:
         raise _fail_startup(str(exc)) from None
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    _configure_logging(settings)
+    unknown = unknown_setting_warnings()
+    if unknown:
+        log.warning("ignoring unknown setting(s) that look like this server's: %s", "; ".join(unknown))
     try:
         scheduler = Scheduler(settings)
         scheduler.preflight()
@@ -80,8 +85,32 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         module = _optional_module(f"media_server.api.{name}")
         if module is not None:
             app.include_router(module.router)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_payload_bytes)
+    speech = speech_settings()
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_payload_bytes,
+                       path_limits={path: (speech.audio_body_limit,
+                                           f"file: the audio is over MAX_AUDIO_SIZE_BYTES="
+                                           f"{speech.max_audio_size_bytes} (request body over "
+                                           f"{speech.audio_body_limit} bytes)")
+                                    for path in AUDIO_PATHS})
     return app
+
+
+LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
+
+
+def _configure_logging(settings: Settings) -> None:
+    """LOG_LEVEL for the server's loggers; LOG_FILE adds a file next to stderr (set once per path:
+    create_app may run more than once in one process, e.g. in tests)."""
+    level = settings.log_level.upper()
+    logging.basicConfig(level=level, format=LOG_FORMAT)
+    logging.getLogger().setLevel(level)
+    if settings.log_file:
+        path = os.path.abspath(settings.log_file)
+        root = logging.getLogger()
+        if not any(isinstance(h, logging.FileHandler) and h.baseFilename == path for h in root.handlers):
+            handler = logging.FileHandler(path, encoding="utf-8")
+            handler.setFormatter(logging.Formatter(LOG_FORMAT))
+            root.addHandler(handler)
 
 
 def _chain_exit_signals(loop: asyncio.AbstractEventLoop, scheduler: Scheduler) -> None:

@@ -27,25 +27,31 @@ async def require_api_key(request: Request,
 
 
 class BodySizeLimit:
-    """ASGI middleware: 413 when Content-Length or the streamed body exceeds MAX_PAYLOAD_BYTES."""
+    """ASGI middleware: 413 when Content-Length or the streamed body exceeds MAX_PAYLOAD_BYTES.
 
-    def __init__(self, app, max_bytes: int):
+    path_limits: routes whose own limit governs instead ({path: (bytes, the 413 message)}): the
+    audio routes take uploads up to MAX_AUDIO_SIZE_BYTES (50 MiB), more than the general 20 MiB.
+    """
+
+    def __init__(self, app, max_bytes: int, path_limits: dict[str, tuple[int, str]] | None = None):
         self.app = app
         self.max_bytes = max_bytes
+        self.path_limits = path_limits or {}
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        limit, too_large = self.path_limits.get(
+            scope.get("path", ""), (self.max_bytes, f"request body exceeds MAX_PAYLOAD_BYTES={self.max_bytes}"))
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
-                    too_big = int(value) > self.max_bytes
+                    too_big = int(value) > limit
                 except ValueError:
                     too_big = False
                 if too_big:
-                    return await self._reject(scope, receive, send)
+                    return await PayloadTooLarge(too_large).response()(scope, receive, send)
         seen = 0
-        limit = self.max_bytes
 
         async def limited_receive():
             nonlocal seen
@@ -53,11 +59,7 @@ class BodySizeLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise PayloadTooLarge(f"request body exceeds MAX_PAYLOAD_BYTES={limit}")
+                    raise PayloadTooLarge(too_large)
             return message
 
         await self.app(scope, limited_receive, send)
-
-    async def _reject(self, scope, receive, send):
-        response = PayloadTooLarge(f"request body exceeds MAX_PAYLOAD_BYTES={self.max_bytes}").response()
-        await response(scope, receive, send)

@@ -6,8 +6,10 @@ An invalid value stops the server with one line per problem naming the variable 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import os
 import re
-from typing import Any, Literal
+from typing import Any, Iterable, Literal
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -31,17 +33,20 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
 
 # DEVICE presets: the device kind sets the device groups, mesh and reset command.
 DEVICE_PRESETS: dict[str, dict[str, Any]] = {
-    "cpu": {"device_ids": "(0)", "device_mesh_shape": "1,1", "reset_device_command": ""},
-    "n150": {"device_ids": "(0)", "device_mesh_shape": "1,1"},
-    "n300": {"device_ids": "(0,1)", "device_mesh_shape": "TP2"},
-    "t3k": {"device_ids": "(0,1,2,3,4,5,6,7)", "device_mesh_shape": "SD_3_5_BASE"},
+    # No pause between CPU workers: NEW_DEVICE_DELAY_SECONDS exists to let a TT device settle.
+    "cpu": {"device_ids": "(0)", "device_mesh_shape": "1,1", "reset_device_command": "",
+            "new_device_delay_seconds": 0.0, "is_galaxy": False},
+    "n150": {"device_ids": "(0)", "device_mesh_shape": "1,1", "is_galaxy": False},
+    "n300": {"device_ids": "(0,1)", "device_mesh_shape": "TP2", "is_galaxy": False},
+    "t3k": {"device_ids": "(0,1,2,3,4,5,6,7)", "device_mesh_shape": "SD_3_5_BASE", "is_galaxy": False},
     "galaxy": {"device_ids": "(" + ",".join(str(i) for i in range(32)) + ")",
-               "device_mesh_shape": "SD_3_5_FAST"},
+               "device_mesh_shape": "SD_3_5_FAST", "is_galaxy": True},
 }
 
-# Mesh presets accepted by DEVICE_MESH_SHAPE besides "ROWS,COLS".
+# Mesh presets accepted by DEVICE_MESH_SHAPE besides "ROWS,COLS"; each is also a boolean
+# variable of its own (`TP2=true`, `SD_3_5_BASE=true`, `SD_3_5_FAST=true`), as documented.
 MESH_PRESETS: dict[str, tuple[int, int]] = {
-    "TP2": (1, 2),          # tensor parallel over two chips (n300)
+    "TP2": (2, 1),          # SDXL tensor parallel over two chips (n300), documented as (2,1)
     "SD_3_5_BASE": (2, 4),  # SD3.5 on an 8-chip mesh (t3k)
     "SD_3_5_FAST": (4, 8),  # SD3.5 on a 32-chip mesh (galaxy)
 }
@@ -100,6 +105,111 @@ def parse_mesh_shape(text: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
+MESH_FLAGS = ("tp2", "sd_3_5_base", "sd_3_5_fast")
+_TRUE_WORDS = {"1", "true", "yes", "on", "t", "y"}
+_FALSE_WORDS = {"0", "false", "no", "off", "f", "n"}
+
+
+def _flag(value: Any) -> bool | None:
+    """A boolean variable's value as pydantic reads it; None when it is no boolean word (the
+    field's own validation then names it)."""
+    text = str(value).strip().lower()
+    return True if text in _TRUE_WORDS else False if text in _FALSE_WORDS else None
+
+
+def _as_int(value: Any) -> int | None:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+def _model_device_preset(given: dict[str, Any]) -> str:
+    """MODEL_DEVICE (the small-model server's name) -> a DEVICE preset name ("" for auto).
+
+    cuda/mps are refused rather than quietly run on the CPU: no runner of this server uses them.
+    """
+    if "model_device" not in given:
+        return ""
+    value = str(given["model_device"]).strip().lower()
+    if value == "auto":
+        return ""
+    if value == "cpu":
+        device = str(given.get("device", "") or "")
+        if device and device != "cpu":
+            raise ValueError(f"MODEL_DEVICE=cpu contradicts DEVICE={device}; set one of them")
+        return "cpu"
+    if value in ("cuda", "mps") or re.fullmatch(r"cuda:\d+", value):
+        raise ValueError(f"MODEL_DEVICE={value}: no runner of this server uses CUDA or MPS; use "
+                         "MODEL_DEVICE=cpu or auto (CPU runners), or DEVICE=n150|n300|t3k|galaxy")
+    raise ValueError(f"MODEL_DEVICE={value!r}: must be one of cpu, auto (cuda, cuda:<idx> and mps "
+                     "name devices no runner here uses)")
+
+
+def _apply_mesh_flag(given: dict[str, Any], merged: dict[str, Any]) -> None:
+    """TP2=true / SD_3_5_BASE=true / SD_3_5_FAST=true set the mesh (and, unless DEVICE_IDS is
+    given, the device groups), over the DEVICE preset's mesh: the flag is the more specific ask
+    (on a galaxy, SD_3_5_BASE=true runs four 2x4 workers instead of one 4x8)."""
+    on = [name for name in MESH_FLAGS if name in given and _flag(given[name])]
+    if not on:
+        return
+    if len(on) > 1:
+        raise ValueError(", ".join(f"{name.upper()}=true" for name in on)
+                         + ": set at most one of TP2, SD_3_5_BASE, SD_3_5_FAST")
+    preset = on[0].upper()
+    rows, cols = MESH_PRESETS[preset]
+    if "device_mesh_shape" in given:
+        try:
+            shape = parse_mesh_shape(str(given["device_mesh_shape"]))
+        except ValueError:
+            return  # the consistency check names DEVICE_MESH_SHAPE
+        if shape != (rows, cols):
+            raise ValueError(f"{preset}=true means a {rows}x{cols} mesh but DEVICE_MESH_SHAPE="
+                             f"{given['device_mesh_shape']}; set one of them")
+        return
+    merged["device_mesh_shape"] = preset
+    if "device_ids" in given:
+        return
+    size = rows * cols
+    if "device_ids" not in merged:
+        merged["device_ids"] = "(" + ",".join(str(i) for i in range(size)) + ")"
+        return
+    devices = [d for group in parse_device_ids(merged["device_ids"]) for d in group.device_ids]
+    if len(devices) % size:
+        raise ValueError(f"{preset}=true needs groups of {size} devices; DEVICE={given.get('device')} "
+                         f"has {len(devices)}")
+    merged["device_ids"] = ",".join("(" + ",".join(map(str, devices[i:i + size])) + ")"
+                                    for i in range(0, len(devices), size))
+
+
+def _apply_aliases(given: dict[str, Any], merged: dict[str, Any]) -> None:
+    """The small-model server's names mapped onto this server's settings.
+
+    Both names given with different values is refused: either reading would surprise someone.
+    """
+    concurrent = _as_int(given.get("max_concurrent", ""))
+    if concurrent and concurrent > 0:
+        if "max_batch_size" in given and _as_int(given["max_batch_size"]) != concurrent:
+            raise ValueError(f"MAX_CONCURRENT={concurrent} and MAX_BATCH_SIZE={given['max_batch_size']}"
+                             " both set the requests one worker runs at once; set one of them")
+        merged["max_batch_size"] = concurrent
+    if "warmup_steps" in given and _as_int(given["warmup_steps"]) == 0:
+        if "enable_warmup" in given and _flag(given["enable_warmup"]):
+            raise ValueError("WARMUP_STEPS=0 contradicts ENABLE_WARMUP=1; set one of them")
+        merged["enable_warmup"] = False
+
+
+def _log_file_problem(path: str) -> str:
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    if os.path.isdir(path):
+        return "is a folder; name a file"
+    if not os.path.isdir(folder):
+        return f"folder {folder} does not exist"
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        return "not writable"
+    return ""
+
+
 class Settings(BaseSettings):
     """Every knob of the server. Field names are the variables, upper-cased."""
 
@@ -112,16 +222,32 @@ class Settings(BaseSettings):
     models: str = Field("", description="Comma list of runners to serve at once "
                                         "(name or id=name); empty = MODEL_RUNNER only")
     environment: Literal["development", "production", "test"] = "development"
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"] = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL",
+                       "debug", "info", "warning", "error", "critical"] = "INFO"
+    log_file: str = Field("", description="Also write the server's log lines to this file (its folder must exist)")
     device_ids: str = Field("(0)", description="Device groups, one worker each")
     device_mesh_shape: str = Field("1,1", description="ROWS,COLS or TP2 | SD_3_5_BASE | SD_3_5_FAST")
+    tp2: bool = Field(False, description="SDXL tensor parallel over 2 devices: mesh (2,1)")
+    sd_3_5_base: bool = Field(False, description="SD3.5 on a 2x4 mesh (8 devices per worker)")
+    sd_3_5_fast: bool = Field(False, description="SD3.5 on a 4x8 mesh (32 devices per worker)")
+    is_galaxy: bool = Field(True, description="Galaxy hardware; exported to TT workers as IS_GALAXY "
+                                              "(DEVICE presets set it; CPU runners ignore it)")
+    trace_region_size: int = Field(34_541_598, ge=0, le=2**34, description="Bytes reserved on each TT "
+                                   "device for traced execution (passed to ttnn when the mesh opens)")
     max_queue_size: int = Field(64, ge=1, le=100_000)
     max_batch_size: int = Field(1, ge=1, le=256)
     max_batch_delay_time_ms: float = Field(2.0, ge=0, le=10_000)
     default_inference_timeout_seconds: float = Field(60.0, gt=0, le=86_400)
     max_worker_restart_count: int = Field(5, ge=0, le=1000)
+    worker_restart_limit_action: Literal["fail", "reset", "FAIL", "RESET"] = Field(
+        "fail", description="Past MAX_WORKER_RESTART_COUNT restarts: fail = mark the worker failed; "
+                            "reset = run RESET_DEVICE_COMMAND and keep restarting")
+    worker_check_sleep_timeout: float = Field(30.0, gt=0, le=86_400, description="Seconds between "
+                                              "worker liveness checks (a backstop: a dead worker's "
+                                              "pipe closing is noticed at once)")
     worker_start_timeout_seconds: float = Field(600.0, gt=0, le=86_400)
-    new_device_delay_seconds: float = Field(0.0, ge=0, le=3600)
+    new_device_delay_seconds: float = Field(30.0, ge=0, le=3600, description="Pause before starting "
+                                            "the next device group's worker (DEVICE=cpu: 0)")
     reset_device_command: str = "tt-smi -r"
     reset_device_sleep_time: float = Field(5.0, ge=0, le=3600)
     api_key: str = DEFAULT_API_KEY
@@ -132,6 +258,17 @@ class Settings(BaseSettings):
     image_cpu_weights_path: str = Field("", description="image-cpu: diffusers folder (else MODEL_WEIGHTS_PATH)")
     image_cpu_hf_repo: str = Field("stabilityai/sd-turbo", description="image-cpu: repo looked up in the HF cache")
     enable_warmup: bool = Field(True, description="Runners run one warm-up inference before reporting ready")
+    enable_metrics: bool = Field(True, description="Serve GET /metrics (0: 404)")
+    # The small-model OpenAI server's names, mapped onto the settings above (see _apply_aliases).
+    model_device: str = Field("auto", description="cpu | auto (cpu: the DEVICE=cpu preset); cuda and mps "
+                                                  "are refused: no runner here uses them")
+    max_concurrent: int = Field(0, ge=0, le=256, description="Requests one worker runs at once: sets "
+                                "MAX_BATCH_SIZE when that is not given (0: not given)")
+    max_text_chars: int = Field(0, ge=0, le=100_000_000, description="Longest text input (embeddings "
+                                "input, chat prompt) in characters; 0: only MAX_PAYLOAD_BYTES limits it")
+    warmup_steps: int = Field(1, ge=0, le=1000, description="Warm-up inferences per worker; 0 = "
+                              "ENABLE_WARMUP=0 (the runners run one)")
+    warmup_batch_size: int = Field(1, ge=1, le=256, description="Accepted; the warm-up runs one input")
     # Limits.
     max_payload_bytes: int = Field(20 * 1024 * 1024, ge=1024, le=2**31)
     max_images_per_request: int = Field(4, ge=1, le=64)
@@ -157,6 +294,9 @@ class Settings(BaseSettings):
             return values
         given = {k.lower(): v for k, v in values.items()}
         merged: dict[str, Any] = {}
+        device_name = _model_device_preset(given)
+        if device_name:
+            given.setdefault("device", device_name)
         for preset_table, key in ((DEVICE_PRESETS, "device"), (MODEL_PRESETS, "model")):
             name = str(given.get(key, "") or "")
             if not name:
@@ -165,7 +305,9 @@ class Settings(BaseSettings):
                 raise ValueError(f"{key.upper()}={name}: not a known preset; valid: "
                                  + ", ".join(sorted(preset_table)))
             merged.update(preset_table[name])
+        _apply_mesh_flag(given, merged)
         merged.update(given)
+        _apply_aliases(given, merged)
         return merged
 
     @model_validator(mode="after")
@@ -193,6 +335,10 @@ class Settings(BaseSettings):
         if self.environment == "production" and not self.no_auth and self.api_key == DEFAULT_API_KEY:
             problems.append("API_KEY: the default key is refused when ENVIRONMENT=production; "
                             "set API_KEY to a secret")
+        if self.log_file:
+            problem = _log_file_problem(self.log_file)
+            if problem:
+                problems.append(f"LOG_FILE={self.log_file!r}: {problem}")
         if not self.no_auth and not self.api_key:
             problems.append("API_KEY: empty; set a key or NO_AUTH=1")
         entries = self.model_entries()
@@ -205,6 +351,10 @@ class Settings(BaseSettings):
         return self
 
     # Derived views.
+    @property
+    def reset_on_restart_limit(self) -> bool:
+        return self.worker_restart_limit_action.lower() == "reset"
+
     def device_groups(self) -> list[DeviceGroup]:
         return parse_device_ids(self.device_ids)
 
@@ -223,8 +373,8 @@ class Settings(BaseSettings):
         return entries
 
 
-def _describe_range(field_name: str) -> str:
-    field = Settings.model_fields.get(field_name)
+def _describe_range(field_name: str, settings_cls: type[BaseSettings] | None = None) -> str:
+    field = (settings_cls or Settings).model_fields.get(field_name)
     if field is None:
         return ""
     low = high = None
@@ -236,6 +386,8 @@ def _describe_range(field_name: str) -> str:
             if getattr(meta, attr, None) is not None:
                 high = (attr, getattr(meta, attr))
     annotation = getattr(field.annotation, "__name__", str(field.annotation))
+    if low and high and low == ("ge", high[1]) and high[0] == "le":
+        return f"must be {low[1]}" + (f" ({field.description})" if field.description else "")
     if low or high:
         low_text = f"{'>' if low and low[0] == 'gt' else ''}{low[1] if low else ''}"
         high_text = f"{'<' if high and high[0] == 'lt' else ''}{high[1] if high else ''}"
@@ -243,7 +395,24 @@ def _describe_range(field_name: str) -> str:
     literal = getattr(field.annotation, "__args__", None)
     if literal and all(isinstance(a, str) for a in literal):
         return "must be one of " + ", ".join(dict.fromkeys(a.lower() for a in literal))
+    pattern = next((getattr(m, "pattern", None) for m in field.metadata if getattr(m, "pattern", None)), None)
+    if pattern:
+        return f"must match {pattern}"
     return f"must be {annotation}"
+
+
+def validation_lines(exc: ValidationError, settings_cls: type[BaseSettings]) -> list[str]:
+    """One 'NAME=value: must be ...' per problem (or the validator's own sentence)."""
+    lines = []
+    for error in exc.errors():
+        loc = [str(p) for p in error.get("loc", ()) if p != "__root__"]
+        if loc:
+            name = loc[0]
+            value = error.get("input")
+            lines.append(f"{name.upper()}={value!r}: {_describe_range(name, settings_cls)}")
+        else:
+            lines.append(str(error.get("msg", "")).removeprefix("Value error, "))
+    return lines
 
 
 def load_settings(**overrides: Any) -> Settings:
@@ -251,13 +420,69 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        lines = []
-        for error in exc.errors():
-            loc = [str(p) for p in error.get("loc", ()) if p != "__root__"]
-            if loc:
-                name = loc[0]
-                value = error.get("input")
-                lines.append(f"{name.upper()}={value!r}: {_describe_range(name)}")
-            else:
-                lines.append(str(error.get("msg", "")).removeprefix("Value error, "))
-        raise ConfigError("invalid settings: " + "; ".join(lines)) from None
+        raise ConfigError("invalid settings: " + "; ".join(validation_lines(exc, Settings))) from None
+
+
+def component_settings_classes() -> list[type[BaseSettings]]:
+    """The settings classes of the routes and runners (speech, embeddings, text), imported here
+    so that every class is validated at start-up, whichever runner is served: a typo in a knob
+    of a runner not served today must not wait to surface until the day it is."""
+    from media_server.embeddings.settings import EmbeddingSettings
+    from media_server.runners.text_slots import TextSettings
+    from media_server.speech.settings import SpeechSettings
+
+    return [SpeechSettings, EmbeddingSettings, TextSettings]
+
+
+def check_component_settings() -> None:
+    """ConfigError naming each bad variable of the component settings classes."""
+    lines: list[str] = []
+    for settings_cls in component_settings_classes():
+        try:
+            settings_cls()
+        except ValidationError as exc:
+            lines.extend(validation_lines(exc, settings_cls))
+    if lines:
+        raise ConfigError("invalid settings: " + "; ".join(dict.fromkeys(lines)))
+
+
+# Variables of the environment that are read by name elsewhere (not settings fields) and so
+# must not be reported as unknown.
+OTHER_KNOWN_VARIABLES = {"PROMETHEUS_MULTIPROC_DIR", "TT_METAL_CACHE_ROOT", "HF_TOKEN", "HF_HOME",
+                         "HF_HUB_CACHE", "HF_HUB_OFFLINE"}
+
+
+def known_setting_names() -> set[str]:
+    names = {name.upper() for name in Settings.model_fields}
+    for settings_cls in component_settings_classes():
+        names.update(name.upper() for name in settings_cls.model_fields)
+    return names | OTHER_KNOWN_VARIABLES
+
+
+def _dotenv_names() -> list[str]:
+    """Variable names in ./.env, which the settings classes read too."""
+    if not os.path.isfile(".env"):
+        return []
+    from dotenv import dotenv_values
+
+    return [name for name in dotenv_values(".env") if name]
+
+
+def unknown_setting_warnings(environ: Iterable[str] | None = None) -> list[str]:
+    """Environment variables that look like a misspelt setting: 'NAME (did you mean KNOWN?)'.
+
+    pydantic-settings ignores variables it does not know (the environment holds many unrelated
+    ones), so a typo such as SD_3_5_FST would otherwise change nothing without a word.
+    """
+    known = known_setting_names()
+    if environ is None:
+        environ = set(os.environ) | set(_dotenv_names())
+    found = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if upper in known:
+            continue
+        match = difflib.get_close_matches(upper, known, n=1, cutoff=0.85)
+        if match:
+            found.append(f"{name} (did you mean {match[0]}?)")
+    return found

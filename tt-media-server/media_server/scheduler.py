@@ -79,6 +79,7 @@ class ModelPool:
         self.batch_seconds = 0.0  # EWMA of recent batch/step time
         self.closing = False
         self._start_task: asyncio.Task | None = None
+        self._check_task: asyncio.Task | None = None
         self._window_handle: asyncio.TimerHandle | None = None
         self._restart_tasks: set[asyncio.Task] = set()
         self._depth = metrics.QUEUE_DEPTH.labels(model=self.model_id)
@@ -87,6 +88,19 @@ class ModelPool:
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         self._start_task = asyncio.create_task(self._start_all(), name=f"start-{self.model_id}")
+        self._check_task = asyncio.create_task(self._check_workers(), name=f"check-{self.model_id}")
+
+    async def _check_workers(self) -> None:
+        """Every WORKER_CHECK_SLEEP_TIMEOUT seconds, a ready worker whose process is gone is
+        handled as a death. A backstop: the pipe's EOF reports a death at once, unless something
+        else holds the pipe open (a process the runner started, for instance)."""
+        while not self.closing:
+            await asyncio.sleep(self.settings.worker_check_sleep_timeout)
+            for worker in self.workers:
+                if worker.state == "ready" and worker.process is not None and not worker.process.is_alive():
+                    log.warning("%s found dead by the periodic worker check", worker.name)
+                    worker._detach()
+                    self._on_exit(worker)
 
     async def _start_all(self) -> None:
         """Start workers one after another, each once the previous one is warm."""
@@ -136,7 +150,7 @@ class ModelPool:
     async def stop(self) -> None:
         """Fail everything still waiting, then stop every worker."""
         self.begin_shutdown()
-        for task in [self._start_task, *self._restart_tasks]:
+        for task in [self._start_task, self._check_task, *self._restart_tasks]:
             if task and not task.done():
                 task.cancel()
         for worker in self.workers:
@@ -314,31 +328,49 @@ class ModelPool:
         task.add_done_callback(self._restart_tasks.discard)
 
     async def _restart(self, worker: WorkerHandle, reason: str) -> None:
-        """Restart until the worker is warm again; past MAX_WORKER_RESTART_COUNT restarts the
-        device reset command runs first. Two resets in a row that do not help: give up on it."""
+        """Restart until the worker is warm again, at most MAX_WORKER_RESTART_COUNT times.
+
+        Past that count the worker is marked failed (WORKER_RESTART_LIMIT_ACTION=fail, the
+        documented behaviour: a worker that keeps dying is not retried forever), or
+        (=reset) the device reset command runs and the count starts again; two resets in a
+        row that do not help: give up on it."""
         resets_without_success = 0
         while not self.closing:
-            worker.restarts += 1
-            metrics.WORKER_RESTARTS.labels(model=self.model_id, reason=reason).inc()
-            if worker.restarts > self.settings.max_worker_restart_count:
+            if worker.restarts >= self.settings.max_worker_restart_count:
+                if not self.settings.reset_on_restart_limit:
+                    self._give_up(worker, f"it was restarted MAX_WORKER_RESTART_COUNT="
+                                          f"{self.settings.max_worker_restart_count} times ({reason})")
+                    return
                 if resets_without_success >= 2:
-                    worker.state = "failed"
-                    log.error("giving up on %s: it did not come back after two device resets (%s)",
-                              worker.name, worker.failure)
+                    self._give_up(worker, f"it did not come back after two device resets ({worker.failure})")
                     return
                 await self._reset_device(worker)
                 resets_without_success += 1
                 worker.restarts = 0
+            worker.restarts += 1
+            metrics.WORKER_RESTARTS.labels(model=self.model_id, reason=reason).inc()
             log.info("restarting %s (restart %d, reason: %s)", worker.name, worker.restarts, reason)
             if await self._start_worker(worker):
                 return
             reason = "load_failed"
 
+    def _give_up(self, worker: WorkerHandle, why: str) -> None:
+        """Mark the worker failed; with no worker left, queued requests get 503 now instead of
+        waiting for their deadline."""
+        worker.state = "failed"
+        log.error("%s of %s marked failed: %s", worker.name, self.model_id, why)
+        if any(w.state not in ("failed", "stopped") for w in self.workers):
+            return  # another worker serves, or is on its way
+        error = WorkerLost(f"every worker of {self.model_id} has failed; the server needs a restart")
+        while self.queue:
+            self._finish(self.queue.popleft(), error=error)
+        self._depth.set(0)
+
     async def _reset_device(self, worker: WorkerHandle) -> None:
         command = self.settings.reset_device_command
         if not command:
             return
-        log.warning("%s restarted more than MAX_WORKER_RESTART_COUNT=%d times; running "
+        log.warning("%s restarted MAX_WORKER_RESTART_COUNT=%d times; running "
                     "RESET_DEVICE_COMMAND: %s", worker.name, self.settings.max_worker_restart_count,
                     command)
         env = dict(os.environ, TT_VISIBLE_DEVICES=",".join(map(str, worker.group.device_ids)))

@@ -52,14 +52,23 @@ def worker_main(conn, runner_name: str, model_id: str, settings: Settings, group
     if settings.cpu_threads_per_worker:
         for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[name] = str(settings.cpu_threads_per_worker)
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format=f"%(asctime)s worker-{group.index} %(levelname)s %(message)s")
+    worker_format = f"%(asctime)s worker-{group.index} %(levelname)s %(message)s"
+    logging.basicConfig(level=settings.log_level.upper(), format=worker_format)
+    if settings.log_file:  # the workers' lines belong in the same file as the server's
+        handler = logging.FileHandler(settings.log_file, encoding="utf-8")
+        handler.setFormatter(logging.Formatter(worker_format))
+        logging.getLogger().addHandler(handler)
+    # tt-metal's model code reads IS_GALAXY from the environment (graph split, class init).
+    os.environ["IS_GALAXY"] = "1" if settings.is_galaxy else "0"
     from media_server.runners.base import RunnerUnavailable
     from media_server.runners.registry import runner_class
 
+    started = time.monotonic()
     try:
         runner = runner_class(runner_name)(settings, group)
         runner.load()
+        log.info("%s loaded %s on devices %s in %.1f s", runner_name, model_id, group.label,
+                 time.monotonic() - started)
     except RunnerUnavailable as exc:
         conn.send(("failed", str(exc)))
         return

@@ -88,3 +88,16 @@ def check_image(field: str, data: bytes, max_dimension: int) -> tuple[int, int]:
     if width < 1 or height < 1:
         raise BadInput(f"{field}: image has no pixels")
     return width, height
+
+
+def check_text_chars(request: Request, field: str, texts: list[str]) -> None:
+    """413 naming the field when a text is longer than MAX_TEXT_CHARS (0: no limit of its own;
+    MAX_PAYLOAD_BYTES still bounds the body). A guard against one request holding a worker with
+    a huge input, as in the small-model server."""
+    limit = request.app.state.settings.max_text_chars
+    if not limit:
+        return
+    for index, text in enumerate(texts):
+        if len(text) > limit:
+            where = field if len(texts) == 1 else f"{field}[{index}]"
+            raise PayloadTooLarge(f"{where}: {len(text)} characters is over MAX_TEXT_CHARS={limit}")

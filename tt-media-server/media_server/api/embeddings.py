@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from media_server import metrics  # noqa: F401 - sets the multiprocess metrics directory first
-from media_server.api.common import run_request, scheduler_of
+from media_server.api.common import check_text_chars, run_request, scheduler_of
 from media_server.auth import require_api_key
 from media_server.embeddings.batcher import EmbeddingBatcher
 from media_server.embeddings.cache import Embedding, EmbeddingCache
@@ -90,6 +90,7 @@ async def embeddings(request: Request, body: EmbeddingRequest) -> JSONResponse:
         check_options(info, body.encoding_format, body.dimensions, texts)
     except EmbeddingInputError as error:
         raise BadInput(str(error)) from None
+    check_text_chars(request, "input", texts)
     results = await run_request(request, _batcher(request.app).embed(pool.model_id, texts))
     vectors = [resize(result.vector, body.dimensions, info.normalized) for result in results]
     return JSONResponse(response_body(pool.model_id, vectors, [result.tokens for result in results],

@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse, Response
 from media_server import metrics
 from media_server.api.common import scheduler_of
 from media_server.auth import require_api_key
-from media_server.errors import NotReady
+from media_server.errors import MediaError, NotReady
 
 router = APIRouter()
 
@@ -40,8 +40,15 @@ async def list_models(request: Request) -> JSONResponse:
     return JSONResponse({"object": "list", "data": data})
 
 
+class MetricsDisabled(MediaError):
+    status, type = 404, "not_found"
+
+
 @router.get("/metrics", tags=["operations"])
-async def prometheus_metrics() -> Response:
-    """Prometheus text format, merged across the server and its worker processes."""
+async def prometheus_metrics(request: Request) -> Response:
+    """Prometheus text format, merged across the server and its worker processes (404 with
+    ENABLE_METRICS=0, the small-model server's switch)."""
+    if not request.app.state.settings.enable_metrics:
+        raise MetricsDisabled("metrics are off (ENABLE_METRICS=0)")
     body, content_type = metrics.render()
     return Response(body, media_type=content_type)

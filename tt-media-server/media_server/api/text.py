@@ -23,7 +23,7 @@ from typing import Any, AsyncIterator
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from media_server.api.common import run_request, scheduler_of
+from media_server.api.common import check_text_chars, run_request, scheduler_of
 from media_server.auth import require_api_key
 from media_server.errors import BadInput, MediaError
 from media_server.runners.text_params import InvalidTextRequest, TextRequest
@@ -48,6 +48,7 @@ async def chat_completions(request: Request):
     if not isinstance(messages, list) or not messages:
         raise BadInput("messages: expected a non-empty list of {role, content}")
     messages = [_flatten_message(i, m) for i, m in enumerate(messages)]
+    check_text_chars(request, "messages", ["".join(str(m.get("content", "")) for m in messages)])
     text_request = _text_request(body, TextRequest(messages=messages))
     return await _respond(request, body, text_request, chat=True)
 
@@ -63,6 +64,7 @@ async def completions(request: Request):
         raise BadInput("prompt: expected a non-empty string (one prompt per request)")
     if body.get("echo"):
         raise BadInput("echo: not supported by this server")
+    check_text_chars(request, "prompt", [prompt])
     text_request = _text_request(body, TextRequest(prompt=prompt))
     return await _respond(request, body, text_request, chat=False)
 

@@ -20,6 +20,7 @@ RUNNERS: dict[str, str] = {
     "tt-sdxl": "media_server.runners.tt_sdxl:TTSdxlRunner",
     "tt-sd3.5": "media_server.runners.tt_sd35:TTSd35Runner",
     "tt-resnet": "media_server.runners.tt_resnet:TTResNetRunner",
+    "forge": "media_server.runners.forge_resnet:ForgeResNetRunner",
     # speech, embeddings and text runners register here too:
     "whisper-cpu": "media_server.runners.whisper_cpu:WhisperCpuRunner",
     "whisper-base-cpu": "media_server.runners.whisper_cpu:WhisperBaseRunner",
@@ -31,16 +32,22 @@ RUNNERS: dict[str, str] = {
 }
 
 
+# Names the original server documents for a runner registered above under another name.
+ALIASES: dict[str, str] = {
+    "tt-sdxl-trace": "tt-sdxl",  # the documented default MODEL_RUNNER: SDXL with traced execution
+}
+
+
 class UnknownRunner(ValueError):
     pass
 
 
 def runner_class(name: str) -> type[BaseRunner]:
     """The runner class for a registry name; UnknownRunner names the valid ones."""
-    target = RUNNERS.get(name)
+    target = RUNNERS.get(ALIASES.get(name, name))
     if target is None:
         raise UnknownRunner(f"MODEL_RUNNER={name!r}: not a known runner; valid: "
-                            + ", ".join(sorted(RUNNERS)))
+                            + ", ".join(sorted([*RUNNERS, *ALIASES])))
     module_name, _, class_name = target.partition(":")
     try:
         module = importlib.import_module(module_name)

@@ -94,13 +94,20 @@ class Slot:
 class SlotEngine:
     """Continuous batching over ``max_slots`` users on one backend."""
 
-    def __init__(self, backend: SlotBackend, max_slots: int = 8, prefill_chunk: int = 128):
+    def __init__(self, backend: SlotBackend, max_slots: int = 8, prefill_chunk: int = 128,
+                 max_prompt_tokens: int = 0, max_new_tokens: int = 0, default_max_tokens: int = 0):
+        """max_prompt_tokens / max_new_tokens: refuse longer prompts / larger max_tokens (0: only
+        the context bounds them); default_max_tokens: max_tokens of a request that sends none
+        (0: up to the context, at most max_new_tokens or DEFAULT_MAX_TOKENS_CAP)."""
         import torch
 
         self._torch = torch
         self.backend = backend
         self.max_slots = max_slots
         self.prefill_chunk = max(1, prefill_chunk)
+        self.max_prompt_tokens = max_prompt_tokens
+        self.max_new_tokens = max_new_tokens
+        self.default_max_tokens = default_max_tokens
         self._waiting: collections.deque[Slot] = collections.deque()
         self._prefilling: list[Slot] = []
         self._decoding: list[Slot] = []     # row order of the backend's decode batch
@@ -119,6 +126,12 @@ class SlotEngine:
             prompt_ids = self.backend.encode_chat(request.messages)
         else:
             prompt_ids = self.backend.encode_prompt(request.prompt)
+        if self.max_prompt_tokens and len(prompt_ids) > self.max_prompt_tokens:
+            raise InvalidTextRequest(f"prompt is {len(prompt_ids)} tokens; at most CHAT_MAX_PROMPT_TOKENS="
+                                     f"{self.max_prompt_tokens} are accepted")
+        if self.max_new_tokens and request.max_tokens is not None and request.max_tokens > self.max_new_tokens:
+            raise InvalidTextRequest(f"max_tokens ({request.max_tokens}) exceeds CHAT_MAX_NEW_TOKENS="
+                                     f"{self.max_new_tokens}")
         room = self.backend.max_model_len - len(prompt_ids)
         if room < 1:
             raise InvalidTextRequest(f"prompt is {len(prompt_ids)} tokens; the model's context "
@@ -127,7 +140,8 @@ class SlotEngine:
             raise InvalidTextRequest(f"prompt ({len(prompt_ids)} tokens) + max_tokens "
                                      f"({request.max_tokens}) exceeds the model's context of "
                                      f"{self.backend.max_model_len} tokens")
-        max_tokens = request.max_tokens or min(room, DEFAULT_MAX_TOKENS_CAP)
+        max_tokens = request.max_tokens or min(room, self.default_max_tokens or self.max_new_tokens
+                                               or DEFAULT_MAX_TOKENS_CAP)
         slot = Slot(request_id, request, prompt_ids, max_tokens,
                     IncrementalDetokenizer(self.backend), StopMatcher(request.stop),
                     arrived=time.monotonic())

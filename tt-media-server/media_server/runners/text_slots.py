@@ -16,13 +16,22 @@ Knobs (environment, read by ``TextSettings``):
     TEXT_MAX_MODEL_LEN    context limit (default: the model's)
     TEXT_MOCK_STEP_MS     mock backend: fake device time per decode step (default 0)
     TEXT_MOCK_PREFILL_MS_PER_TOKEN  mock backend: fake prefill time per prompt token
+The small-model server's chat names, mapped onto these (both names with different values: refused):
+    ENABLE_CHAT_BATCHING=0   one user at a time (MAX_USER_SLOTS=1)
+    CHAT_BATCH_MAX_SIZE      = MAX_USER_SLOTS
+    CHAT_MAX_PROMPT_TOKENS   longest prompt in tokens (400 above; 0/unset: the context bounds it)
+    CHAT_MAX_NEW_TOKENS      largest max_tokens (400 above) and the cap when a request sends none
+    MAX_NEW_TOKENS           max_tokens of a request that sends none (unset: up to the context)
+    CHAT_BATCH_WINDOW_MS, CHAT_BATCH_ALLOW_VISION  accepted and checked; no effect: a newcomer
+                             joins between two decode steps without waiting, and no vision model
+                             is served here
 """
 from __future__ import annotations
 
 import os
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from media_server.runners.base import RunnerUnavailable, StreamEvent, StreamingRunner
@@ -52,6 +61,35 @@ class TextSettings(BaseSettings):
     text_mock_step_ms: float = Field(0.0, ge=0, le=60_000)
     text_mock_prefill_ms_per_token: float = Field(0.0, ge=0, le=60_000)
     model_weights_path: str = ""
+    # The small-model server's names (see the module docstring); 0 = not given.
+    enable_chat_batching: bool = Field(True, description="0: one user at a time (MAX_USER_SLOTS=1)")
+    chat_batch_max_size: int = Field(0, ge=0, le=256, description="= MAX_USER_SLOTS (0: not given)")
+    chat_batch_window_ms: float = Field(10.0, ge=0, le=10_000, description="accepted; newcomers never wait")
+    chat_batch_allow_vision: bool = Field(False, description="accepted; no vision model is served")
+    chat_max_prompt_tokens: int = Field(0, ge=0, le=10_000_000, description="longest prompt in tokens (0: context)")
+    chat_max_new_tokens: int = Field(0, ge=0, le=10_000_000, description="largest max_tokens (0: context)")
+    max_new_tokens: int = Field(0, ge=0, le=10_000_000, description="max_tokens when a request sends none "
+                                "(0: up to the context)")
+
+    @model_validator(mode="after")
+    def _aliases(self) -> "TextSettings":
+        given = self.model_fields_set
+        slots = self.max_user_slots
+        if "chat_batch_max_size" in given and self.chat_batch_max_size:
+            if "max_user_slots" in given and slots != self.chat_batch_max_size:
+                raise ValueError(f"CHAT_BATCH_MAX_SIZE={self.chat_batch_max_size} and MAX_USER_SLOTS={slots} "
+                                 "name the same limit; set one of them")
+            slots = self.chat_batch_max_size
+        if not self.enable_chat_batching:
+            if slots > 1 and ("max_user_slots" in given or "chat_batch_max_size" in given):
+                raise ValueError(f"ENABLE_CHAT_BATCHING=0 means one user at a time, but {slots} slots "
+                                 "are asked (MAX_USER_SLOTS / CHAT_BATCH_MAX_SIZE); set one of them")
+            slots = 1
+        self.max_user_slots = slots
+        if self.chat_max_new_tokens and self.max_new_tokens > self.chat_max_new_tokens:
+            raise ValueError(f"MAX_NEW_TOKENS={self.max_new_tokens} exceeds CHAT_MAX_NEW_TOKENS="
+                             f"{self.chat_max_new_tokens}")
+        return self
 
     def model_path(self) -> str:
         return self.text_model_path or self.model_weights_path or default_model_path()
@@ -108,7 +146,10 @@ class TextSlotsRunner(StreamingRunner):
         if text.text_max_model_len:
             backend.max_model_len = min(backend.max_model_len, text.text_max_model_len)
         self.engine = SlotEngine(backend, max_slots=text.max_user_slots,
-                                 prefill_chunk=text.text_prefill_chunk)
+                                 prefill_chunk=text.text_prefill_chunk,
+                                 max_prompt_tokens=text.chat_max_prompt_tokens,
+                                 max_new_tokens=text.chat_max_new_tokens,
+                                 default_max_tokens=text.max_new_tokens)
         self._warm_up()
 
     def _warm_up(self) -> None:

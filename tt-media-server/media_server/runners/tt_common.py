@@ -22,13 +22,17 @@ def require_module(runner_name: str, module: str, what: str) -> Any:
 
 
 def open_mesh(runner_name: str, settings, device) -> Any:
-    """Open this worker's device group as a mesh of DEVICE_MESH_SHAPE."""
+    """Open this worker's device group as a mesh of DEVICE_MESH_SHAPE, reserving
+    TRACE_REGION_SIZE bytes per device for traced execution (the SDXL/SD3.5 pipelines capture
+    traces; without the region the capture fails on the device)."""
     ttnn = require_module(runner_name, "ttnn", "ttnn from tt-metal")
     rows, cols = settings.mesh_shape()
     if rows * cols == 1:
-        return ttnn.open_device(device_id=device.device_ids[0])
+        return ttnn.open_device(device_id=device.device_ids[0],
+                                trace_region_size=settings.trace_region_size)
     return ttnn.open_mesh_device(ttnn.MeshShape(rows, cols),
-                                 physical_device_ids=list(device.device_ids))
+                                 physical_device_ids=list(device.device_ids),
+                                 trace_region_size=settings.trace_region_size)
 
 
 def close_mesh(mesh: Any) -> None:

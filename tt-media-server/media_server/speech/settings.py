@@ -9,22 +9,50 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from media_server.speech.audio_input import AudioLimits
+from media_server.speech.audio_input import SAMPLE_RATE, AudioLimits
+
+# The audio routes' request bodies may exceed MAX_PAYLOAD_BYTES: they are bounded by the audio
+# limit itself (base64 in the legacy JSON body is 4/3 of the audio) plus this much for the other
+# form fields.
+FORM_FIELDS_ALLOWANCE = 64 * 1024
+AUDIO_PATHS = ("/v1/audio/transcriptions", "/v1/audio/translations", "/audio/transcriptions")
 
 
 class SpeechSettings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
 
-    max_audio_size_bytes: int = Field(50 * 1024 * 1024, ge=1, description="largest accepted upload (413 above)")
-    max_audio_duration_seconds: float = Field(600.0, gt=0, description="longest accepted audio (413 above)")
+    max_audio_size_bytes: int = Field(50 * 1024 * 1024, ge=1, le=2**31,
+                                      description="largest accepted upload (413 above)")
+    max_audio_bytes: int = Field(0, ge=0, le=2**31, description="the small-model server's name for "
+                                 "MAX_AUDIO_SIZE_BYTES (0: not given)")
+    max_audio_duration_seconds: float = Field(600.0, gt=0, le=86_400,
+                                              description="longest accepted audio (413 above)")
+    default_sample_rate: int = Field(SAMPLE_RATE, ge=SAMPLE_RATE, le=SAMPLE_RATE, description=(
+        "rate uploads are resampled to; only 16000: every Whisper model's features are computed "
+        "at 16 kHz, so another rate would feed the model audio at the wrong speed"))
     whisper_beam_size: int = Field(1, ge=1, le=10, description="beam width of the CPU Whisper decoder")
     whisper_cpu_threads: int = Field(1, ge=0, le=256, description="CTranslate2 threads per worker (0: its default "
                                      "of 4; one per worker avoids oversubscribing a shared CPU)")
     whisper_compute_type: str = Field("int8", description="CTranslate2 compute type on CPU (int8, float32, ...)")
     whisper_model_path: str = Field("", description="a CTranslate2 Whisper directory to serve instead of the default")
+
+    @model_validator(mode="after")
+    def _alias(self) -> "SpeechSettings":
+        if "max_audio_bytes" in self.model_fields_set and self.max_audio_bytes:
+            if ("max_audio_size_bytes" in self.model_fields_set
+                    and self.max_audio_size_bytes != self.max_audio_bytes):
+                raise ValueError(f"MAX_AUDIO_BYTES={self.max_audio_bytes} and MAX_AUDIO_SIZE_BYTES="
+                                 f"{self.max_audio_size_bytes} name the same limit; set one of them")
+            self.max_audio_size_bytes = self.max_audio_bytes
+        return self
+
+    @property
+    def audio_body_limit(self) -> int:
+        """The most bytes an audio route's request body may hold (before its own checks)."""
+        return (self.max_audio_size_bytes + 2) // 3 * 4 + FORM_FIELDS_ALLOWANCE
 
     def cpu_threads(self, server_settings) -> int:
         """WHISPER_CPU_THREADS when given, else the server's CPU_THREADS_PER_WORKER, else 1."""
