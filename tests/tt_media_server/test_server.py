@@ -229,6 +229,7 @@ def test_crashing_worker_fails_its_requests_at_once_and_restarts(media_server, t
     marker = tmp_path / "reset-ran"
     server = media_server({"MOCK_CRASH_ON": "CRASH", "MAX_BATCH_SIZE": "3",
                            "MAX_BATCH_DELAY_TIME_MS": "10000", "MAX_WORKER_RESTART_COUNT": "1",
+                           "WORKER_RESTART_LIMIT_ACTION": "reset",
                            "RESET_DEVICE_COMMAND": f"touch {marker}", "RESET_DEVICE_SLEEP_TIME": "0",
                            "DEFAULT_INFERENCE_TIMEOUT_SECONDS": "60"})
     client = httpx.Client(base_url=server.base_url, headers=server.headers, timeout=60)
