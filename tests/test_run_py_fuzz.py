@@ -25,7 +25,6 @@ import os
 import random
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,7 +191,6 @@ def test_fuzzed_argument_vectors(in_process, tmp_path) -> None:
     flags, port, work = real_flags(), closed_port(), tmp_path / "work"
     work.mkdir()
     cases = [build_case(rng, flags, work, port) for _ in range(ARGV_CASES)]
-    started = time.monotonic()
     codes: dict[int, int] = {}
     process_sample: list[list[str | bytes]] = []
     for argv in cases:
@@ -214,7 +212,6 @@ def test_fuzzed_argument_vectors(in_process, tmp_path) -> None:
         assert_well_behaved(argv, outcome)
         assert outcome.code == 2, f"case {argv!r}: refused in-process, exit {outcome.code} as a process"
     no_planted_password_in_files(tmp_path)
-    assert time.monotonic() - started < 90, "the fuzz test must stay in the fast tests"
 
 
 @pytest.mark.parametrize("argv_tail, line", [
