@@ -22,6 +22,7 @@ from media_server.auth import BodySizeLimit
 from media_server.config import (ConfigError, Settings, check_component_settings, load_settings,
                                   unknown_setting_warnings)
 from media_server.errors import install_handlers
+from media_server.request_id import RequestIdMiddleware, install_log_filter
 from media_server.runners.base import RunnerUnavailable
 from media_server.runners.registry import UnknownRunner
 from media_server.scheduler import Scheduler
@@ -30,7 +31,7 @@ from media_server.speech.settings import AUDIO_PATHS, speech_settings
 log = logging.getLogger("media_server")
 
 # One router module per kind of API; modules not present in this build are skipped.
-ROUTER_MODULES = ("health", "images", "cnn", "audio", "embeddings", "text", "inference")
+ROUTER_MODULES = ("health", "images", "cnn", "audio", "embeddings", "rerank", "text", "inference")
 FATAL_EXIT_CODE = 3
 
 
@@ -92,6 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                            f"{speech.max_audio_size_bytes} (request body over "
                                            f"{speech.audio_body_limit} bytes)")
                                     for path in AUDIO_PATHS})
+    app.add_middleware(RequestIdMiddleware)  # outermost: the body limit's 413 carries the id too
     return app
 
 
@@ -111,6 +113,7 @@ def _configure_logging(settings: Settings) -> None:
             handler = logging.FileHandler(path, encoding="utf-8")
             handler.setFormatter(logging.Formatter(LOG_FORMAT))
             root.addHandler(handler)
+    install_log_filter()
 
 
 def _chain_exit_signals(loop: asyncio.AbstractEventLoop, scheduler: Scheduler) -> None:

@@ -1,7 +1,7 @@
 """One error type per outcome, one status code each, one JSON body shape everywhere.
 
 Routes and the scheduler raise these; ``install_handlers`` turns them (and FastAPI's own
-validation errors) into ``{"error": {"message", "type", "code"}}`` with the status below, so a
+validation errors) into ``{"error": {"message", "type", "code", "request_id"}}`` with the status below, so a
 full queue is 429 on every endpoint and never a wrapped 500.
 """
 from __future__ import annotations
@@ -12,6 +12,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from media_server.request_id import current_request_id
 
 
 class MediaError(Exception):
@@ -31,9 +33,12 @@ class MediaError(Exception):
             headers["Retry-After"] = str(max(1, math.ceil(self.retry_after)))
         if self.status == 401:
             headers["WWW-Authenticate"] = "Bearer"
-        return JSONResponse(status_code=self.status, headers=headers,
-                            content={"error": {"message": self.message, "type": self.type,
-                                               "code": self.status}})
+        return JSONResponse(status_code=self.status, headers=headers, content={"error": self.body()})
+
+    def body(self) -> dict:
+        """The error object: message, type, code and the request's id (to find it in the log)."""
+        return {"message": self.message, "type": self.type, "code": self.status,
+                "request_id": current_request_id()}
 
 
 class BadInput(MediaError):

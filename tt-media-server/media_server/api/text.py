@@ -240,8 +240,7 @@ class _SseFormat:
 
 
 def _error_chunk(exc: MediaError) -> bytes:
-    return b"data: " + json.dumps({"error": {"message": exc.message, "type": exc.type,
-                                             "code": exc.status}}).encode() + b"\n\n"
+    return b"data: " + json.dumps({"error": exc.body()}).encode() + b"\n\n"
 
 
 async def _sse(events: AsyncIterator, first: Any, model: str, chat: bool,

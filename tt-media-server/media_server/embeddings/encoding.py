@@ -34,6 +34,9 @@ class EmbeddingModelInfo:
     normalized: bool = True
     truncatable_to: tuple[int, ...] = ()
     max_input_chars: int = 100_000
+    query_prompt: str = ""      # the model card's prefix for a search query (rerank's query)
+    document_prompt: str = ""   # the model card's prefix for a searched document (rerank's documents)
+    max_tokens: int = 0         # the model's context in tokens (longer inputs are truncated); 0: unknown
 
 
 def parse_input(value: Any) -> list[str]:

@@ -24,6 +24,8 @@ class EmbeddingSettings(BaseSettings):
     batch_window_max_size: int = Field(32, ge=1, le=4096, description="most texts in one model call")
     embedding_cache_size: int = Field(10_000, ge=0, le=10_000_000, description="LRU entries (0 disables it)")
     embedding_model_path: str = Field("", description="a sentence-transformers directory to serve instead")
+    rerank_model_path: str = Field("", description="rerank-cpu: a cross-encoder directory (else the HF cache's "
+                                   "cross-encoder/ms-marco-MiniLM-L-6-v2)")
     embedding_threads: int = Field(1, ge=0, le=256, description="torch threads per worker (0: torch's default, "
                                    "all cores; one per worker avoids oversubscribing a shared CPU)")
 

@@ -42,10 +42,22 @@ def describe_model_dir(name: str, path: Path) -> EmbeddingModelInfo:
     except (OSError, KeyError, StopIteration, ValueError) as error:
         raise RunnerUnavailable(f"{name}: {path} is not a sentence-transformers directory ({error})") from None
     normalized = any(m["type"].endswith("Normalize") for m in modules)
-    matryoshka = json.loads((path / "config_sentence_transformers.json").read_text()).get(
-        "matryoshka_dims", []) if (path / "config_sentence_transformers.json").is_file() else []
+    st_config = _json_or_empty(path / "config_sentence_transformers.json")
+    prompts = st_config.get("prompts") or {}
+    max_tokens = int(_json_or_empty(path / "sentence_bert_config.json").get("max_seq_length") or 0)
     return EmbeddingModelInfo(name=name, dimension=dimension, normalized=normalized,
-                              truncatable_to=tuple(int(d) for d in matryoshka))
+                              truncatable_to=tuple(int(d) for d in st_config.get("matryoshka_dims", [])),
+                              query_prompt=str(prompts.get("query", "")),
+                              document_prompt=str(prompts.get("document", "")), max_tokens=max_tokens)
+
+
+def _json_or_empty(path: Path) -> dict:
+    """A model directory's optional JSON config, {} when absent.
+
+    Why these files: sentence-transformers keeps the model card's prompts (embeddinggemma's
+    "task: search result | query: ") in config_sentence_transformers.json and the context it
+    truncates to (bge-m3: 8192 tokens) in sentence_bert_config.json."""
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 class EmbeddingCpuRunner(BatchRunner):
@@ -85,8 +97,9 @@ class EmbeddingCpuRunner(BatchRunner):
 
     @classmethod
     def model_card(cls, model_id: str) -> dict[str, Any]:
-        """/v1/models shows the vector length."""
-        return {"dimension": cls.model_info(model_id).dimension}
+        """/v1/models shows the vector length and the context in tokens."""
+        info = cls.model_info(model_id)
+        return {"dimension": info.dimension, "max_tokens": info.max_tokens or None}
 
     def load(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")

