@@ -27,6 +27,7 @@ class Answer:
     elapsed_s: float
     error_class: str | None = None
     error: str | None = None
+    request_id: str = ""  # the X-Request-ID sent (the server logs it on every line of the request)
 
     @property
     def ok(self) -> bool:
@@ -37,6 +38,11 @@ class Answer:
 
     def text(self, limit: int = 300) -> str:
         return self.body[:limit].decode("utf-8", "replace")
+
+
+def new_request_id() -> str:
+    """A fresh X-Request-ID: one per request, so a slow one can be found in the server log."""
+    return f"media-{uuid.uuid4().hex}"
 
 
 def classify_status(status: int) -> str:
@@ -73,25 +79,28 @@ class MediaHttp:
     def request(self, method: str, path: str, body: bytes | None = None, content_type: str | None = None,
                 auth: bool = True, timeout_s: float | None = None) -> Answer:
         url = f"{self.base_url}{path}"
-        headers = self.headers({"Content-Type": content_type} if content_type else None, auth=auth)
+        request_id = new_request_id()
+        extra = {"X-Request-ID": request_id, **({"Content-Type": content_type} if content_type else {})}
+        headers = self.headers(extra, auth=auth)
         req = urllib.request.Request(url, data=body, method=method, headers=headers)
         started = time.monotonic()
         try:
             with urllib.request.urlopen(req, timeout=timeout_s or self.timeout_s) as resp:
                 data = resp.read()
-                return Answer(url, resp.status, data, time.monotonic() - started)
+                return Answer(url, resp.status, data, time.monotonic() - started, request_id=request_id)
         except urllib.error.HTTPError as exc:
             data = exc.read() if exc.fp else b""
             return Answer(url, exc.code, data, time.monotonic() - started, classify_status(exc.code),
-                          data[:300].decode("utf-8", "replace"))
+                          data[:300].decode("utf-8", "replace"), request_id=request_id)
         except (socket.timeout, TimeoutError) as exc:
-            return Answer(url, None, b"", time.monotonic() - started, "timeout", str(exc))
+            return Answer(url, None, b"", time.monotonic() - started, "timeout", str(exc), request_id=request_id)
         except urllib.error.URLError as exc:
             reason = exc.reason
             cls = "timeout" if isinstance(reason, (socket.timeout, TimeoutError)) else "connection"
-            return Answer(url, None, b"", time.monotonic() - started, cls, str(reason))
+            return Answer(url, None, b"", time.monotonic() - started, cls, str(reason), request_id=request_id)
         except (ConnectionError, OSError) as exc:
-            return Answer(url, None, b"", time.monotonic() - started, "connection", f"{type(exc).__name__}: {exc}")
+            return Answer(url, None, b"", time.monotonic() - started, "connection", f"{type(exc).__name__}: {exc}",
+                          request_id=request_id)
 
     def get(self, path: str, auth: bool = True, timeout_s: float | None = None) -> Answer:
         return self.request("GET", path, auth=auth, timeout_s=timeout_s)
