@@ -162,16 +162,18 @@ def jsonl_prompts(path: str, n: int, tok=None) -> list[Prompt]:
     return out
 
 
-def request_body(prompt: str, osl: int, model: str, chat: bool, extra: dict | None = None) -> bytes:
+def request_body(prompt: str, osl: int, model: str, chat: bool, extra: dict | None = None,
+                 messages: list[dict] | None = None) -> bytes:
     """Streaming request that asks for exactly `osl` tokens (ignore_eos + min_tokens, vLLM extras).
 
     ``extra``: request body fields from --workflow-args (``benchmarking.body_fields``, which keeps the
-    fields set below the benchmark's own); they may replace ``temperature``.
+    fields set below the benchmark's own); they may replace ``temperature``. ``messages``: a whole
+    conversation for the chat endpoint (instead of one user message holding ``prompt``).
     """
     body: dict = {"model": model, "max_tokens": osl, "temperature": 0.0, "stream": True,
                   "stream_options": {"include_usage": True}, **(extra or {})}
     if chat:
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = messages if messages is not None else [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
     body["ignore_eos"] = True

@@ -43,6 +43,7 @@ class PointRun:
     not_sent: int = 0
     interrupted: int | None = None     # signal number that stopped the point, if any
     stopped_by: str | None = None      # error class that stopped sending (see STOP_SENDING_ON)
+    origin: float = 0.0                # perf_counter the measured release offsets count from
 
 
 class _Halt:
@@ -74,12 +75,17 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 async def _run_batch(transport, items: list[WorkItem], offsets: list[float], concurrency: int,
                      records: list[RequestRecord], id_prefix: str, warmup: bool,
-                     deadline: float | None, halt: _Halt) -> tuple[float, int, bool]:
-    """Send `items`; returns (duration from first release to last completion, number never sent, budget hit)."""
+                     deadline: float | None, halt: _Halt, origin: list[float] | None = None) -> tuple[float, int, bool]:
+    """Send `items`; returns (duration from first release to last completion, number never sent, budget hit).
+
+    Request i is released at ``t0 + offsets[i]``; ``origin`` (a one-item list) receives t0, so a
+    caller can measure how late each request left."""
     it = iter(range(len(items)))
     stop = halt.event.is_set() or halt.stopped_by is not None
     sent = 0
     t0 = time.perf_counter()
+    if origin is not None:
+        origin[:] = [t0]
     perf = time.perf_counter
     sleeping: set[asyncio.Task] = set()
 
@@ -172,8 +178,10 @@ async def run_point_async(cfg: ClientConfig, items: list[WorkItem], offsets: lis
                                        run.records, f"{id_prefix}-warmup", True, deadline, halt)
             run.budget_exhausted = hit
         measured: list[RequestRecord] = []
+        origin: list[float] = []
         run.duration, run.not_sent, hit = await _run_batch(transport, items, offsets, concurrency, measured,
-                                                           id_prefix, False, deadline, halt)
+                                                           id_prefix, False, deadline, halt, origin)
+        run.origin = origin[0] if origin else 0.0
         run.budget_exhausted = run.budget_exhausted or hit
         for rec in measured:
             rec.index = len(run.records)
