@@ -1,8 +1,8 @@
-"""Workflow arguments accepted by the benchmarks workflow (stdlib only).
+"""Workflow arguments accepted by the benchmarks workflow, parsed into a typed ``BenchArgs``.
 
-The orchestrator imports ``WORKFLOW_ARG_KEYS`` to validate ``--workflow-args`` before it starts a
-server, and ``run_benchmarks.py`` turns the raw string dict into a typed ``BenchArgs`` here, so a
-typo fails in seconds with exit code 2 instead of after a long server start.
+The keys are declared in ``contracts.workflow_keys`` (the orchestrator validates them there before
+it starts a server); ``run_benchmarks.py`` turns the raw string dict into values here, so a bad
+value fails in seconds with exit code 2 instead of after a long server start.
 """
 from __future__ import annotations
 
@@ -12,30 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarking.body_fields import body_fields
+from contracts.workflow_keys import BENCHMARK_ARGS
 
-# key -> one-line help (what the orchestrator prints when a key is unknown)
-WORKFLOW_ARG_HELP: dict[str, str] = {
-    "mode": "smoke | ci | full (default ci): how much of the sweep to run",
-    "only_targets": "true: only the spec's perf_reference points",
-    "points": "ISLxOSLxCON[xN],...: run exactly these points",
-    "percentiles": "comma list, default 50,90,99",
-    "goodput": "SLOs for request_goodput, e.g. ttft:500,tpot:50,e2el:10000 (ms)",
-    "tools": "tt (default) or tt,vllm / vllm: also run `vllm bench serve` over the same points",
-    "vllm_python": "python of a venv with vllm installed (for tools=vllm); or env TT_VLLM_BENCH_PYTHON",
-    "budget_s": "hard wall-time budget for the whole sweep (s)",
-    "point_budget_s": "hard wall-time budget per point (s)",
-    "request_rate": "requests/s (default inf = all at once, bounded by concurrency)",
-    "burstiness": "gamma shape of inter-arrival gaps: 1 = Poisson, inf = constant (default 1)",
-    "ramp": "linear ramp of request rate START:END (req/s) across the point",
-    "dataset": "random (default) | jsonl:PATH | shared_prefix[:PREFIX_LEN]",
-    "endpoint": "completions (default) | chat",
-    "warmup_requests": "requests per point sent before measuring and excluded from stats (default 0)",
-    "num_prompts": "override the prompt count of every point",
-    "request_timeout_s": "per-request total timeout (default 1800)",
-    "stall_timeout_s": "max silence (no headers / no chunk) before a request fails as a stall "
-                       "(default: smoke 60, ci and full 300); must be below point_budget_s",
-    "seed": "random seed for prompts and arrivals (default 0)",
-}
+# key -> one-line help, declared with every workflow's keys in contracts.workflow_keys
+WORKFLOW_ARG_HELP = BENCHMARK_ARGS
 WORKFLOW_ARG_KEYS: frozenset[str] = frozenset(WORKFLOW_ARG_HELP)
 MODES = ("smoke", "ci", "full")
 # a smoke run is minutes long: a silent server must not hold it for 5 minutes per step

@@ -2,7 +2,8 @@
 
 Why: a documented run tunes sampling with free-form keys (``temperature=0.7 top_k=40``); the benchmark
 sends them in every request body. Fields that decide what a point measures stay the benchmark's own
-(``OWNED``): ``max_tokens`` is each point's output length, so it is chosen with ``points=ISLxOSLxCON``.
+(``contracts.workflow_keys.BENCHMARK_OWNED_BODY_FIELDS``): ``max_tokens`` is each point's output
+length, so it is chosen with ``points=ISLxOSLxCON``.
 Values that read as JSON numbers, booleans or null are sent as such; any other value as a string.
 """
 
@@ -13,31 +14,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-OWNED = {
-    "model": "the served model name",
-    "prompt": "the point's generated prompt",
-    "messages": "the point's generated prompt",
-    "max_tokens": "each point's output length: choose it with points=ISLxOSLxCON",
-    "max_completion_tokens": "each point's output length: choose it with points=ISLxOSLxCON",
-    "min_tokens": "each point's output length: choose it with points=ISLxOSLxCON",
-    "ignore_eos": "what makes every request produce the point's output length",
-    "stream": "the benchmark measures streamed tokens",
-    "stream_options": "the benchmark reads usage from the stream",
-}
-# lm-eval settings the evals workflow takes (evals.passthrough): in a release they reach evals, not requests.
-LM_EVAL_SETTINGS = frozenset({"batch_size", "num_concurrent", "max_retries", "timeout", "max_length"})
-WORKFLOW_ARG_PASSTHROUGH = "the benchmark's requests: each key is a request body field (e.g. temperature, top_p, top_k)"
+from contracts.workflow_keys import BENCHMARK_PASSTHROUGH
 
 
 def check_passthrough(key: str, value: str) -> str | None:
     """Why ``key=value`` cannot be a request body field of the benchmark, or None when it can."""
-    if key in OWNED:
-        return f"--workflow-args {key} is set by the benchmark itself ({OWNED[key]})"
-    if key in LM_EVAL_SETTINGS:
-        return f"--workflow-args {key} is an lm-eval setting (the evals workflow), not a request body field"
-    if value == "":
-        return f"--workflow-args {key}= has no value"
-    return None
+    return BENCHMARK_PASSTHROUGH.problem(key, value)
 
 
 def body_value(value: str) -> Any:

@@ -22,7 +22,7 @@ import sys
 import urllib.request
 
 from benchmarking.client import ClientConfig
-from benchmarking.metrics import percentile
+from contracts.intervals import percentile
 from benchmarking.prompts import request_body
 from benchmarking.runner import WorkItem, run_point
 from contracts.intervals import METHOD_ORDER_STATISTIC, Interval, decide, quantile_interval

@@ -13,7 +13,8 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from benchmarking.point_record import BenchMetrics, PointParams
+from contracts.intervals import percentile
+from records.bench import BenchMetrics, PointParams
 
 
 @dataclass
@@ -68,17 +69,6 @@ class RequestRecord:
             "requested_output_len": self.requested_output_len, "output_tokens": self.output_tokens,
             "output_token_source": self.output_token_source,
         }
-
-
-def percentile(values: list[float], pct: float) -> float:
-    """Linear-interpolated percentile (numpy 'linear'); 0.0 for an empty list."""
-    if not values:
-        return 0.0
-    xs = sorted(values)
-    pos = (len(xs) - 1) * pct / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def _stats(name: str, values_s: list[float], percentiles: list[float], out: dict) -> None:

@@ -12,8 +12,8 @@ by the sweep budget or not run because the server went silent (the others are ke
 input, 128+N on signal N (the interrupted point is kept as partial). Stop rules, budgets and the
 closing lines: benchmarking/run_control.py.
 
-Importing this module is stdlib-only (the orchestrator reads WORKFLOW_ARG_KEYS from it); the
-client and tokenizer are imported when main() runs.
+Its --workflow-args keys are declared in contracts.workflow_keys (BENCHMARK_ARGS); the client and
+tokenizer are imported when main() runs.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarking.bench_args import WORKFLOW_ARG_KEYS, BenchArgError, BenchArgs, parse_workflow_args  # noqa: E402
-from benchmarking.point_record import BenchMetrics, BenchPoint, PointParams  # noqa: E402
+from records.bench import BenchMetrics, BenchPoint, PointParams  # noqa: E402
 from contracts.typed_record import RecordError  # noqa: E402
 from contracts.workflow_args import client_workflow_parser  # noqa: E402
 from benchmarking import run_control  # noqa: E402
@@ -205,9 +205,9 @@ def _point_params(point: Point, b: BenchArgs, **extra) -> PointParams:
 
 
 def _judge(ctx: Context, point: Point, record: BenchPoint) -> None:
-    """The release judge's verdict per tier on this point (reports.acceptance.check_tier, the same
+    """The release judge's verdict per tier on this point (records.judge.check_tier, the same
     function the report uses), stored with the point for the console table."""
-    from reports.acceptance import check_tier, max_error_rate, required_tiers
+    from records.judge import check_tier, max_error_rate, required_tiers
     allowed, _ = max_error_rate(ctx.spec)
     required = required_tiers(ctx.spec.get("status"))
     record.targets = {tier: check_tier(tier, tier in required, targets, record, allowed).to_dict()
@@ -285,7 +285,7 @@ def print_table(records: list[dict]) -> None:
     _say("\n".join([line(head), "  ".join("-" * w for w in widths), *map(line, rows),
                      "TTFT: first chunk with non-empty choices; TPOT: (e2el-ttft)/(out-1); t/s/u = 1000/TPOT; "
                      "Decode = t/s/u x min(con, N); Prefill = ISL x min(con, N) / TTFT. "
-                     "Full legend: benchmarking/point_record.py"]))
+                     "Full legend: records/bench.py"]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -105,6 +105,22 @@ def _binomial_cdfs(n: int, p: float) -> list[float]:
     return out
 
 
+def percentile(values: Sequence[float], pct: float) -> float | None:
+    """The ``pct`` percentile (0..100) of ``values``; None for no values.
+
+    The project's one definition, so a p99 means the same in every record: linear interpolation
+    between order statistics (numpy's default, Hyndman-Fan type 7). With few samples this is a
+    point estimate only; ``quantile_interval`` says how far it can be trusted.
+    """
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * min(max(pct, 0.0), 100.0) / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
 def quantile_interval(samples: Sequence[float], q: float) -> Interval | None:
     """Distribution-free 95% interval of the ``q`` quantile (0 < q < 1) from order statistics.
 

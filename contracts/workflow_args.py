@@ -1,25 +1,37 @@
 """``--workflow-args 'k=v k2=v2'``: parsing and per-workflow key validation (stdlib only).
 
-Each client workflow owns the set of keys it accepts (exported as ``WORKFLOW_ARG_KEYS`` from a
-stdlib-only module of its package); the CLI checks keys up front so a typo fails in one line
-before any server starts.
+Each workflow's keys are declared as data in ``contracts.workflow_keys`` (one table per workflow);
+the CLI checks keys up front so a typo fails in one line before any server starts.
 
 Evals and benchmarks also take keys they do not own (the documented ``"batch_size=4 max_tokens=512"``):
-those pass through to the tool they configure (``_PASSTHROUGH_MODULES``: lm-eval's settings and
-generation kwargs; the benchmark's request body fields). A key close to one the workflow owns is
-still a typo ("did you mean"), never passed through.
+those pass through to the tool they configure (``PASSTHROUGH``: lm-eval's settings and generation
+kwargs; the benchmark's request body fields). A key close to one the workflow owns is still a typo
+("did you mean"), never passed through.
 """
 
 from __future__ import annotations
 
+import argparse
 import difflib
-import importlib
 import re
 import shlex
 from enum import Enum
 
+from contracts.workflow_keys import (
+    BENCHMARK_ARGS,
+    BENCHMARK_PASSTHROUGH,
+    COMMON_ARGS,
+    DEPLOY_ARGS,
+    EVAL_ARGS,
+    EVAL_PASSTHROUGH,
+    REPORT_ARGS,
+    STRESS_ARGS,
+    TEST_ARGS,
+    Passthrough,
+)
+
 # Keys every workflow accepts. ``mode`` sizes benchmarks, evals, tests and stress_tests alike.
-COMMON_KEYS = frozenset({"mode"})
+COMMON_KEYS = frozenset(COMMON_ARGS)
 MODES = ("smoke", "ci", "full")
 
 
@@ -39,20 +51,19 @@ RELEASE_SEQUENCE = (WorkflowType.EVALS, WorkflowType.BENCHMARKS, WorkflowType.TE
                     WorkflowType.STRESS_TESTS, WorkflowType.REPORTS)
 # Workflows not implemented yet: run.py refuses them and a release reports them as not run.
 NOT_YET_AVAILABLE: dict[WorkflowType, str] = {}
-# Module (stdlib-only) exporting WORKFLOW_ARG_KEYS for each client workflow.
-_KEY_MODULES = {
-    WorkflowType.BENCHMARKS: "benchmarking.run_benchmarks",
-    WorkflowType.EVALS: "evals.eval_config",
-    WorkflowType.TESTS: "server_tests.run_tests",
-    WorkflowType.STRESS_TESTS: "stress_tests.run_stress_tests",
-    WorkflowType.DEPLOY: "deploy.run_deploy",
+#: The keys each workflow owns, with their help (``contracts.workflow_keys``).
+WORKFLOW_ARGS = {
+    WorkflowType.BENCHMARKS: BENCHMARK_ARGS,
+    WorkflowType.EVALS: EVAL_ARGS,
+    WorkflowType.TESTS: TEST_ARGS,
+    WorkflowType.STRESS_TESTS: STRESS_ARGS,
+    WorkflowType.DEPLOY: DEPLOY_ARGS,
+    WorkflowType.REPORTS: REPORT_ARGS,
 }
-_REPORT_KEYS = frozenset({"ignore_verdict"})
-# Module (stdlib-only) exporting check_passthrough(key, value) and WORKFLOW_ARG_PASSTHROUGH for the
-# workflows that hand keys they do not own to the tool they drive.
-_PASSTHROUGH_MODULES = {
-    WorkflowType.EVALS: "evals.passthrough",
-    WorkflowType.BENCHMARKS: "benchmarking.body_fields",
+#: Workflows that hand keys they do not own to the tool they drive, and where those keys go.
+PASSTHROUGH: dict[WorkflowType, Passthrough] = {
+    WorkflowType.EVALS: EVAL_PASSTHROUGH,
+    WorkflowType.BENCHMARKS: BENCHMARK_PASSTHROUGH,
 }
 _KEY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _TYPO_CUTOFF = 0.75
@@ -81,27 +92,20 @@ def accepted_keys(workflow: WorkflowType) -> frozenset[str]:
         for child in RELEASE_SEQUENCE:
             keys |= accepted_keys(child)
         return frozenset(keys)
-    if workflow is WorkflowType.REPORTS:
-        return COMMON_KEYS | _REPORT_KEYS
-    module_name = _KEY_MODULES.get(workflow)
-    if module_name is None:
-        return COMMON_KEYS
-    module = importlib.import_module(module_name)
-    return COMMON_KEYS | frozenset(getattr(module, "WORKFLOW_ARG_KEYS"))
+    return COMMON_KEYS | frozenset(WORKFLOW_ARGS.get(workflow, {}))
 
 
 def passthrough_workflows(workflow: WorkflowType) -> tuple[WorkflowType, ...]:
     """The workflows (``workflow`` itself, or a release's children) that take keys they do not own."""
     chain = RELEASE_SEQUENCE if workflow is WorkflowType.RELEASE else (workflow,)
-    return tuple(w for w in chain if w in _PASSTHROUGH_MODULES)
+    return tuple(w for w in chain if w in PASSTHROUGH)
 
 
 def passthrough_problem(workflow: WorkflowType, key: str, value: str) -> str | None:
     """Why ``workflow`` cannot pass ``key=value`` through, or None when it does."""
-    if workflow not in _PASSTHROUGH_MODULES:
+    if workflow not in PASSTHROUGH:
         return f"{workflow.value} takes only its own keys"
-    module = importlib.import_module(_PASSTHROUGH_MODULES[workflow])
-    return module.check_passthrough(key, value)
+    return PASSTHROUGH[workflow].problem(key, value)
 
 
 def passthrough_targets(workflow: WorkflowType, args: dict[str, str]) -> dict[str, list[str]]:
@@ -136,14 +140,12 @@ def validate_workflow_args(workflow: WorkflowType, args: dict[str, str]) -> None
         raise WorkflowArgsError(f"--workflow-args mode={mode!r} is not one of: {', '.join(MODES)}")
 
 
-def client_workflow_parser(description: str, *, server_required: bool = False) -> "argparse.ArgumentParser":
+def client_workflow_parser(description: str, *, server_required: bool = False) -> argparse.ArgumentParser:
     """The arguments every client workflow entry script accepts (the orchestrator's child contract).
 
     One definition, so the contract in docs/architecture.md cannot drift between entry scripts;
     a script adds its own flags to the parser it gets back.
     """
-    import argparse
-
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--run-dir", required=True, help="the run directory (results land below it)")
     parser.add_argument("--model-spec-json", required=True, help="the resolved ModelSpec (RUN_DIR/model_spec.json)")

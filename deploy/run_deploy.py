@@ -24,26 +24,13 @@ if __package__ in (None, ""):  # run as a script: import from the repo root
 
 from contracts.model_spec import ModelSpec, project_version  # noqa: E402
 from contracts.workflow_args import client_workflow_parser  # noqa: E402
+from contracts.workflow_keys import DEPLOY_ARGS  # noqa: E402
 from deploy.k8s import DeployError, DeployOptions, render_manifests, secret_command  # noqa: E402
 
 KUBERNETES_VERSION = "1.33.0"
 TARGETS = ("k8s",)
-# key -> one-line help (the orchestrator validates --workflow-args against these keys)
-WORKFLOW_ARG_HELP: dict[str, str] = {
-    "target": "k8s (default): what to render",
-    "namespace": "namespace of every object (default: default)",
-    "replicas": "server replicas (default 1)",
-    "tt_devices": "plugin (default: tenstorrent.com/<board> resources) | hostpath (/dev/tenstorrent mount)",
-    "hpa": "true: add a HorizontalPodAutoscaler on a per-pod Prometheus metric",
-    "hpa_metric": "the metric the autoscaler follows (default vllm:num_requests_waiting)",
-    "hpa_target": "average value per pod that triggers scaling (default 4)",
-    "hpa_max_replicas": "upper bound for the autoscaler (default 4)",
-    "job": "benchmarks (default) | evals | none: the client Job run against the Service",
-    "mode": "smoke (default) | ci | full: the client Job's size",
-    "client_image": "image with run.py for the client Job (default tt-inference-server-client:VERSION)",
-    "weights_pvc": "an existing PersistentVolumeClaim with the weights (default: one is rendered)",
-    "storage_class": "storage class of the rendered weights claim",
-}
+# key -> one-line help, declared with every workflow's keys in contracts.workflow_keys
+WORKFLOW_ARG_HELP = DEPLOY_ARGS
 WORKFLOW_ARG_KEYS = frozenset(WORKFLOW_ARG_HELP)
 
 

@@ -9,7 +9,7 @@ Conventions that keep the rest of the evals code simple:
   cards give in percent are stored divided by 100.
 * ``tolerance`` is relative: a task passes when ``score >= basis * (1 - tolerance)``, where the
   basis is the reference score (our own measurement on known-good hardware/software), else the
-  published score. See ``evals.records.accuracy_check``.
+  published score. See ``records.evals.accuracy_check``.
 * Sample limits are per mode (``smoke`` / ``ci`` / ``full``), so one config serves a 1-minute CI
   smoke run and a full release run.
 """
@@ -19,13 +19,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from contracts.workflow_keys import EVAL_ARGS
+
 MODES = ("smoke", "ci", "full")
 DEFAULT_MODE = "ci"
 DEFAULT_TOLERANCE = 0.05
 
-#: Keys accepted in ``--workflow-args`` for the evals workflow (all values are strings).
-#: mode=smoke|ci|full, tasks=a,b (restrict to these task names), limit=N (override the sample limit).
-WORKFLOW_ARG_KEYS = frozenset({"mode", "tasks", "limit"})
+#: Keys accepted in ``--workflow-args`` for the evals workflow (declared in contracts.workflow_keys).
+WORKFLOW_ARG_KEYS = frozenset(EVAL_ARGS)
 
 LOCAL_COMPLETIONS = "local-completions"
 LOCAL_CHAT_COMPLETIONS = "local-chat-completions"

@@ -13,27 +13,17 @@ import dataclasses
 import difflib
 from collections.abc import Mapping
 
+from contracts.workflow_keys import EVAL_PASSTHROUGH, LM_EVAL_SETTING_MINIMUMS
 from evals.eval_spec import EvalTask
 
-#: --workflow-args key -> the EvalTask field it sets (each one a flag or model arg of lm-eval).
-LM_EVAL_SETTINGS = {"batch_size": "batch_size", "num_concurrent": "num_concurrent", "max_retries": "max_retries",
-                    "timeout": "timeout_s", "max_length": "max_length", "seed": "seed"}
-#: Where a key the workflow does not own goes (the CLI prints it and cli_args.json records it).
-WORKFLOW_ARG_PASSTHROUGH = ("lm-eval: " + ", ".join(LM_EVAL_SETTINGS)
-                            + " set lm-eval's own settings; any other key is a generation kwarg in each request")
+#: --workflow-args key -> the EvalTask field it sets (each one a flag or model arg of lm-eval); the keys
+#: and their least values are declared in contracts.workflow_keys.
+LM_EVAL_SETTINGS = {key: "timeout_s" if key == "timeout" else key for key in LM_EVAL_SETTING_MINIMUMS}
 
 
 def check_passthrough(key: str, value: str) -> str | None:
     """Why ``key=value`` cannot pass through to lm-eval, or None when it can."""
-    if value == "":
-        return f"--workflow-args {key}= has no value"
-    if "," in value:  # lm-eval reads --model_args and --gen_kwargs as key=value,key=value
-        return f"--workflow-args {key}={value!r}: lm-eval settings cannot hold ','"
-    if key in LM_EVAL_SETTINGS:
-        minimum = 0 if key == "seed" else 1
-        if not value.isascii() or not value.isdigit() or int(value) < minimum:
-            return f"--workflow-args {key}={value!r} must be an integer >= {minimum} (lm-eval's {key})"
-    return None
+    return EVAL_PASSTHROUGH.problem(key, value)
 
 
 def passthrough_args(args: Mapping[str, str], owned: frozenset[str]) -> dict[str, str]:

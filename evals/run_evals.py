@@ -57,16 +57,8 @@ from evals.lm_eval_command import (
 from evals.lm_eval_session import LmEvalSessions, WorkerError
 from evals.passthrough import apply_passthrough, passthrough_args
 from evals.server_check import check_server
-from evals.records import (
-    STATUS_ERROR,
-    STATUS_INCONCLUSIVE,
-    STATUS_PASSED,
-    EvalRecord,
-    ResultsError,
-    accuracy_check,
-    find_results_file,
-    score_results,
-)
+from evals.lm_eval_results import ResultsError, find_results_file, score_results
+from records.evals import STATUS_ERROR, STATUS_INCONCLUSIVE, STATUS_PASSED, EvalRecord, accuracy_check
 
 STATE_FILE = "task_state.json"
 OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")

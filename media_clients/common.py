@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from media_clients.transport import MediaHttp
-from media_clients.kinds import kind_of
+from records.media import kind_of
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 

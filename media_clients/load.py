@@ -5,20 +5,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from contracts.intervals import percentile
 from media_clients.common import ClientRun, now_iso
-from media_clients.records import MediaPoint
 from media_clients.workloads import Sent, Workload
-
-
-def percentile(values: list[float], pct: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default), None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * pct / 100.0
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+from records.media import MediaPoint
 
 
 def _r(value: float | None, digits: int = 3) -> float | None:

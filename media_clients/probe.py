@@ -14,7 +14,7 @@ import wave
 import zlib
 
 from media_clients.transport import Answer, MediaHttp
-from media_clients.kinds import CNN, EMBEDDING, IMAGE, SPEECH
+from records.media import CNN, EMBEDDING, IMAGE, SPEECH
 
 
 def tiny_png(side: int = 32) -> bytes:

@@ -18,7 +18,7 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
 
 from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper  # noqa: E402
 from media_clients.load import run_point  # noqa: E402
-from media_clients.records import point_file_name  # noqa: E402
+from records.media import point_file_name  # noqa: E402
 from media_clients.workloads import spec_params, workload_for  # noqa: E402
 
 WORKFLOW_ARG_KEYS = frozenset()

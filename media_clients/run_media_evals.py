@@ -21,7 +21,7 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from contracts.intervals import Interval, bootstrap_ratio, decide, exact  # noqa: E402
-from evals.records import STATUS_ERROR, STATUS_FAILED, AccuracyCheck, EvalRecord  # noqa: E402
+from records.evals import STATUS_ERROR, STATUS_FAILED, AccuracyCheck, EvalRecord  # noqa: E402
 from media_clients import data, scoring  # noqa: E402
 from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper  # noqa: E402
 from media_clients.eval_references import Reference, reference_for  # noqa: E402

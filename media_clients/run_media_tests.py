@@ -23,9 +23,10 @@ from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrap
 from media_clients.transport import Answer, MediaHttp  # noqa: E402
 from media_clients.workloads import (CnnWorkload, EmbeddingWorkload, ImageWorkload, SpeechWorkload,  # noqa: E402
                                      describe, spec_params)
-from server_tests.record import CaseResult, TestsRecord  # noqa: E402
+from contracts.workflow_keys import MEDIA_TEST_ARGS  # noqa: E402
+from records.server_tests import CaseResult, TestsRecord  # noqa: E402
 
-WORKFLOW_ARG_KEYS = frozenset({"markers", "test_name"})
+WORKFLOW_ARG_KEYS = frozenset(MEDIA_TEST_ARGS)
 LIVENESS_DEADLINE_S = 120.0
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from media_clients import data
 from media_clients.transport import Answer, MediaHttp
-from media_clients.kinds import CNN, EMBEDDING, IMAGE, SPEECH
+from records.media import CNN, EMBEDDING, IMAGE, SPEECH
 
 
 @dataclass

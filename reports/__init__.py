@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reports.builder import BadRunDir, build_report
-from reports.schema import SCHEMA, ReportRecord, SchemaError
+from records.report import SCHEMA, ReportRecord, SchemaError
 
 REPORT_FILES = ("report.json", "report.md", "summary.csv", "report.html")
 

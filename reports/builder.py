@@ -12,14 +12,14 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from benchmarking.point_record import BenchPoint, point_key
+from records.bench import BenchPoint, point_key
 from contracts.typed_record import RecordError
-from evals.records import EvalRecord
-from reports import acceptance
+from records.evals import EvalRecord
+from records import judge
 from reports.distributions import from_metrics, from_requests
 from reports.media_section import is_media_reference, read_media
 from reports.section_tables import conformance_tables, stress_tables
-from reports.schema import (
+from records.report import (
     TIERS,
     BenchmarkRow,
     Environment,
@@ -181,7 +181,7 @@ def _metadata(manifest: dict, spec: dict, cli_args: dict, steps: list[StepSummar
         docker_image=_str(spec.get("docker_image")),
         tt_metal_commit=_str(spec.get("tt_metal_commit")),
         vllm_commit=_str(spec.get("vllm_commit")),
-        model_status=acceptance.normalise_status(spec.get("status")) or None,
+        model_status=judge.normalise_status(spec.get("status")) or None,
         model_version=_str(spec.get("version")),
         workflow=_str(manifest.get("workflow")),
         run_status=_str(manifest.get("status")),
@@ -270,9 +270,9 @@ def _perf_reference(spec: dict) -> list[dict]:
 def _targets(spec: dict, rows: list[BenchmarkRow], points: dict[PointKey, BenchPoint],
              allowed_error_rate: float) -> list[TargetRow]:
     """One target row per perf-reference entry (from the run's spec snapshot), judged by
-    ``acceptance.check_tier``. A matching point is one with the same ISL/OSL/concurrency,
+    ``judge.check_tier``. A matching point is one with the same ISL/OSL/concurrency,
     preferring the same prompt count."""
-    tiers_required = acceptance.required_tiers(spec.get("status"))
+    tiers_required = judge.required_tiers(spec.get("status"))
     out = []
     for ref in _perf_reference(spec):
         if is_media_reference(ref):
@@ -293,7 +293,7 @@ def _targets(spec: dict, rows: list[BenchmarkRow], points: dict[PointKey, BenchP
         row = TargetRow(key=point_key(isl, osl, con), isl=isl, osl=osl, max_concurrency=con,
                         num_prompts=n, ran=point is not None)
         if point is not None:
-            measured = acceptance.measured_values(point)
+            measured = judge.measured_values(point)
             row.measured_ttft_ms = measured["ttft_ms"]
             row.measured_tput_user = measured["tput_user"]
             row.measured_tput = measured["tput"]
@@ -301,14 +301,14 @@ def _targets(spec: dict, rows: list[BenchmarkRow], points: dict[PointKey, BenchP
             tier_targets = (targets or {}).get(tier)
             if not isinstance(tier_targets, dict):
                 continue
-            row.tiers.append(acceptance.check_tier(
+            row.tiers.append(judge.check_tier(
                 tier, tier in tiers_required, tier_targets, point, allowed_error_rate))
         out.append(row)
     return out
 
 
 def _read_evals(run_dir: Path, problems: list[str]) -> list[EvalRow]:
-    """Eval records read through their own record (``evals.records.EvalRecord``)."""
+    """Eval records read through their own record (``records.evals.EvalRecord``)."""
     rows = []
     for path in sorted((run_dir / "evals").glob("*/eval_record.json")):
         rel = path.relative_to(run_dir).as_posix()
@@ -430,7 +430,7 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None) -> ReportRe
     steps = _steps(manifest)
     problems: list[str] = []
     benchmarks, points = _read_benchmarks(run_dir, problems)
-    allowed_error_rate, allowance_note = acceptance.max_error_rate(spec)
+    allowed_error_rate, allowance_note = judge.max_error_rate(spec)
     targets = _targets(spec, benchmarks, points, allowed_error_rate)
     evals = _read_evals(run_dir, problems)
     media = read_media(run_dir, spec, problems, allowed_error_rate)
@@ -454,7 +454,7 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None) -> ReportRe
                     note=None if judged["tests"] else "not run")
     stress = Section(ran=judged["stress_tests"], items=stress_items, tables=stress_tables(run_dir),
                      note=None if judged["stress_tests"] else "not run")
-    verdict = acceptance.decide(
+    verdict = judge.decide(
         model_status=spec.get("status"), steps=steps, targets=targets, evals=evals,
         tests=tests, stress_tests=stress, benchmarks_judged=judged["benchmarks"],
         evals_judged=judged["evals"], known_issues=spec.get("known_issues"),

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from reports import views
 from reports.media_views import media_tables
-from reports.schema import ReportRecord, Section
+from records.report import ReportRecord, Section
 
 
 def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:

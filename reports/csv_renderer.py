@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 
-from reports.schema import TIERS, ReportRecord
+from records.report import TIERS, ReportRecord
 from reports.section_tables import csv_rows
 
 FIELDS = [

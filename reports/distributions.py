@@ -11,8 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from benchmarking.metrics import percentile
-from reports.schema import Distribution
+from contracts.intervals import percentile
+from records.report import Distribution
 
 HIST_BINS = 12
 

@@ -13,7 +13,7 @@ from markupsafe import Markup
 from reports import plots, views
 from reports.legend import legend
 from reports.media_views import media_tables, target_lines
-from reports.schema import ReportRecord
+from records.report import ReportRecord
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 

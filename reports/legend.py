@@ -6,8 +6,8 @@ the label each row goes by in the tables, so a definition is written once, on it
 """
 from __future__ import annotations
 
-from benchmarking.point_record import BenchMetrics, PointParams
-from reports.schema import Check, EvalRow, TargetRow, TierCheck, Verdict, Waived
+from records.bench import BenchMetrics, PointParams
+from records.report import Check, EvalRow, TargetRow, TierCheck, Verdict, Waived
 
 #: (label shown in the report, record, field); the label is the table header where there is one.
 ROWS: list[tuple[str, type, str]] = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 from reports import views
 from reports.legend import legend
 from reports.media_views import media_tables, target_lines
-from reports.schema import ReportRecord, Section
+from records.report import ReportRecord, Section
 from reports.section_tables import markdown_lines
 
 

@@ -2,8 +2,8 @@
 
 Why separate from the LLM rows: a media point has no ISL/OSL/TTFT; its figures are named
 metrics (images_per_s, s_per_step, rtf, items_per_s, latency_p50_ms) and so are its targets.
-Points are read through their own record (``media_clients.records.MediaPoint``) and judged by
-``acceptance.check_metric_tier`` with the model status's required tiers, exactly as LLM points.
+Points are read through their own record (``records.media.MediaPoint``) and judged by
+``judge.check_metric_tier`` with the model status's required tiers, exactly as LLM points.
 """
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from contracts.typed_record import RecordError
-from media_clients.kinds import MEDIA_KINDS
-from media_clients.records import MediaPoint
-from reports import acceptance
-from reports.schema import TIERS, MediaRow
+from records.media import MEDIA_KINDS
+from records.media import MediaPoint
+from records import judge
+from records.report import TIERS, MediaRow
 
 POINT_GLOB = "media_point_*.json"
 
@@ -52,7 +52,7 @@ def _row(run_dir: Path, path: Path, point: MediaPoint) -> MediaRow:
 
 def read_media(run_dir: Path, spec: dict, problems: list[str], max_error_rate: float) -> list[MediaRow]:
     """Every media point of the run plus a not-run row per perf-reference entry without a point."""
-    required = acceptance.required_tiers(spec.get("status"))
+    required = judge.required_tiers(spec.get("status"))
     rows: dict[str, MediaRow] = {}
     for path in sorted((run_dir / "benchmarks").glob(POINT_GLOB)):
         try:
@@ -74,7 +74,7 @@ def read_media(run_dir: Path, spec: dict, problems: list[str], max_error_rate: f
         for tier in TIERS:
             targets = _tier_targets(ref, tier)
             if targets:
-                row.tiers.append(acceptance.check_metric_tier(
+                row.tiers.append(judge.check_metric_tier(
                     tier, tier in required, targets, row.figures if row.ran else None, row.error_rate,
                     max_error_rate))
     return sorted(rows.values(), key=lambda r: (r.kind, r.max_concurrency))

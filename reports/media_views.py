@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reports import views
-from reports.schema import MediaRow, ReportRecord
+from records.report import MediaRow, ReportRecord
 
 KIND_TITLES = {"image": "Image generation", "speech": "Speech transcription", "cnn": "Image classification (CNN)",
                "embedding": "Embeddings"}

@@ -1,30 +1,19 @@
 """Detail tables of the tests and stress_tests sections, built from their typed records.
 
 Why tables and not new report fields per number: the tests and stress records have their own
-schemas (``server_tests.record``, ``stress_tests.record``); the report carries what a reader needs
+schemas (``records.server_tests``, ``records.stress``); the report carries what a reader needs
 from them as titled tables of text cells whose column legend comes from those records' field
 descriptions, so every renderer (markdown, HTML, console, CSV) prints them the same generic way
 and the report stays rebuildable from the records alone.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-from contracts.typed_record import RecordError, TypedRecord, described
-
-
-@dataclass
-class SectionTable(TypedRecord):
-    """One titled table of a section."""
-
-    kind: str = described("cases, load_points, drift or capacity (CSV rows are named after it).")
-    title: str = described("What the table shows (with the headline answer, when there is one).")
-    headers: list = described("Column names.", factory=list)
-    rows: list = described("Rows of text cells, one per header.", factory=list)
-    legend: dict = described("Column name -> what it means, from the record's field descriptions.",
-                             factory=dict)
-    record_file: str | None = described("The record the table was built from, relative to the run.", None)
+from contracts.typed_record import RecordError
+from records.report import SectionTable
+from records.server_tests import CaseResult, TestsRecord
+from records.stress import CapacityLevel, CapacityRecord, Distribution, Drift, StressPointRecord, StressRecord
 
 
 def _n(value, nd: int = 0) -> str:
@@ -40,7 +29,6 @@ def _pf(passed) -> str:
 
 
 def conformance_tables(run_dir: Path) -> list[SectionTable]:
-    from server_tests.record import CaseResult, TestsRecord
 
     path = Path(run_dir) / "tests" / "tests_record.json"
     if not path.is_file():
@@ -62,7 +50,6 @@ def conformance_tables(run_dir: Path) -> list[SectionTable]:
 
 
 def _stress_points(rec) -> list[SectionTable]:
-    from stress_tests.record import Distribution, StressPointRecord
 
     if not rec.points:
         return []
@@ -87,7 +74,6 @@ def _stress_points(rec) -> list[SectionTable]:
                            record_file="stress_tests/stress_record.json")]
     timed = [p for p in rec.points if p.drift is not None]
     if timed:
-        from stress_tests.record import Drift
         dl = Drift.legend()
         tables.append(SectionTable(
             kind="drift", title="Endurance: latency and server memory drift",
@@ -104,7 +90,6 @@ def _stress_points(rec) -> list[SectionTable]:
 
 
 def _capacity(rec) -> SectionTable:
-    from stress_tests.record import CapacityLevel, CapacityRecord
 
     keys = [s.split(":")[0] for s in rec.slos]
     lc, lr = CapacityLevel.legend(), CapacityRecord.legend()
@@ -129,7 +114,6 @@ def _capacity(rec) -> SectionTable:
 
 
 def stress_tables(run_dir: Path) -> list[SectionTable]:
-    from stress_tests.record import CapacityRecord, StressRecord
 
     out: list[SectionTable] = []
     base = Path(run_dir) / "stress_tests"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from reports.schema import TIERS, ReportRecord, TargetRow
+from records.report import TIERS, ReportRecord, TargetRow
 
 Column = tuple[str, Callable[[Any], str]]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from server_tests.record import CaseResult
+from records.server_tests import CaseResult
 
 
 def _first_line(text: str | None) -> str | None:

@@ -3,12 +3,12 @@
     python server_tests/run_tests.py --run-dir RUN_DIR --model-spec-json PATH --server-url URL \
         --workflow-args-json '{"markers": "sampling and not stream", "test_name": "seed", "list_tests": "true"}'
 
-Writes RUN_DIR/tests/junit.xml, RUN_DIR/tests/tests_record.json (``server_tests.record.TestsRecord``)
+Writes RUN_DIR/tests/junit.xml, RUN_DIR/tests/tests_record.json (``records.server_tests.TestsRecord``)
 and RUN_DIR/tests/outputs.json. ``list_tests=true`` prints the selected cases and runs nothing.
 Exit 0 when no case failed or errored, 1 when one did, 2 on bad input (an unknown marker, a
 filter that selects nothing).
 
-Importing this module is stdlib-only (the orchestrator reads WORKFLOW_ARG_KEYS from it).
+Its --workflow-args keys are declared in contracts.workflow_keys (TEST_ARGS).
 """
 from __future__ import annotations
 
@@ -24,9 +24,11 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from contracts.workflow_keys import TEST_ARGS  # noqa: E402
+
 CASES_DIR = Path(__file__).resolve().parent / "cases"
 # markers: a pytest -m expression; test_name: a pytest -k expression; list_tests: print, run nothing
-WORKFLOW_ARG_KEYS = frozenset({"markers", "test_name", "list_tests"})
+WORKFLOW_ARG_KEYS = frozenset(TEST_ARGS)
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -114,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
 def _write_record(a, spec: dict, env: dict, cmd: list[str], junit: Path, out_dir: Path, started: str,
                   duration: float, filters: dict, interrupted: bool = False) -> int:
     from server_tests.junit import read_cases
-    from server_tests.record import TestsRecord
+    from records.server_tests import TestsRecord
 
     record = TestsRecord(model_id=str(spec.get("model_id") or ""), served_model_name=env["TT_SERVED_MODEL_NAME"],
                          server_url=a.server_url, engine=env["TT_TEST_ENGINE"] or None,

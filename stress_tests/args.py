@@ -15,15 +15,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from contracts.workflow_keys import STRESS_ARGS
+
 RUN_MODES = ("single", "multiple", "custom", "endurance", "capacity")
 SLO_METRICS = ("ttft", "tpot", "itl", "e2el")
-WORKFLOW_ARG_KEYS = frozenset({
-    "run_mode", "max_context_length", "input_size", "output_size", "max_concurrent", "num_prompts",
-    "custom_isl_values", "custom_osl_values", "custom_concurrency_values", "endurance_s", "window_s",
-    "slo", "goodput_goal", "capacity_metric", "capacity_start", "capacity_max", "capacity_target", "requests_per_level",
-    "saturation", "max_error_rate", "max_latency_drift_pct", "max_memory_growth_pct", "budget_s",
-    "server_container",
-})
+WORKFLOW_ARG_KEYS = frozenset(STRESS_ARGS)  # declared in contracts.workflow_keys
 # What each size runs when run_mode is not given, and its whole-workflow time budget (s).
 DEFAULT_RUN_MODES = {"smoke": ("single", "capacity"), "ci": ("single", "capacity"),
                      "full": ("multiple", "endurance", "capacity")}

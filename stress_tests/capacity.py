@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from benchmarking.metrics import percentile
+from contracts.intervals import percentile
 from stress_tests.args import Slo
 
 

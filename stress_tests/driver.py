@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from benchmarking.client import ClientConfig, RawTransport
-from benchmarking.metrics import RequestRecord, percentile
+from benchmarking.metrics import RequestRecord
+from contracts.intervals import percentile
 from benchmarking.runner import WorkItem, new_event_loop
 from stress_tests.saturation import SaturationDetector, SaturationVerdict
 

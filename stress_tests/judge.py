@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from benchmarking.metrics import RequestRecord, percentile
+from benchmarking.metrics import RequestRecord
+from contracts.intervals import percentile
 from stress_tests.args import StressArgs
 from stress_tests.driver import STOPPED_EARLY, LoadRun
-from stress_tests.record import PERCENTILES, Distribution, Drift, StressPointRecord
+from records.stress import PERCENTILES, Distribution, Drift, StressPointRecord
 from stress_tests.saturation import fit_slope
 
 

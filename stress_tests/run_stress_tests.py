@@ -9,7 +9,7 @@ search), a per-request JSONL per point, and outputs.json. Records are rewritten 
 so an interrupted run keeps what it measured. Exit 0 when every record passed, 1 when one failed,
 2 on bad input. Keys: ``stress_tests/args.py``.
 
-Importing this module is stdlib-only (the orchestrator reads WORKFLOW_ARG_KEYS from it).
+Its --workflow-args keys are declared in contracts.workflow_keys (STRESS_ARGS).
 """
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def _write_requests(ctx: Context, stem: str, records) -> str:
 def run_points(ctx: Context, points, memory) -> "StressRecord":  # noqa: F821
     from stress_tests.driver import Load, drive
     from stress_tests.judge import point_record
-    from stress_tests.record import StressRecord
+    from records.stress import StressRecord
     from stress_tests.saturation import SaturationDetector
 
     record = StressRecord(model_id=str(ctx.spec.get("model_id") or ""), server_url=ctx.base_url,
@@ -143,7 +143,7 @@ def run_points(ctx: Context, points, memory) -> "StressRecord":  # noqa: F821
 
 
 def _not_run(p, why: str):
-    from stress_tests.record import StressPointRecord
+    from records.stress import StressPointRecord
     return StressPointRecord(name=p.name, mode=p.mode, isl=p.isl, osl=p.osl, concurrency=p.concurrency,
                              num_prompts=p.num_prompts, duration_target_s=p.duration_s, status="not_run",
                              passed=False, detail=why)
@@ -187,7 +187,7 @@ def default_slos(spec: dict):
 def run_capacity(ctx: Context) -> "CapacityRecord":  # noqa: F821
     from stress_tests.capacity import LevelSamples, request_is_good, search_capacity
     from stress_tests.driver import STOPPED_EARLY, Load, drive
-    from stress_tests.record import CapacityLevel, CapacityRecord
+    from records.stress import CapacityLevel, CapacityRecord
     from stress_tests.saturation import SaturationDetector
 
     a, spec = ctx.args, ctx.spec

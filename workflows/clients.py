@@ -91,14 +91,14 @@ class ConsoleFilter:
 
 def client_scripts(spec) -> dict[WorkflowType, tuple[str, str]]:
     """(venv, entry script) per client workflow for this spec: media kinds have their own variants."""
-    from media_clients.kinds import kind_of
+    from records.media import kind_of
 
     return MEDIA_CLIENT_SCRIPTS if kind_of(spec) else CLIENT_SCRIPTS
 
 
 def no_variant_reason(spec, workflow: WorkflowType) -> str | None:
     """Why ``workflow`` does not run for this spec (a media kind without that variant), or None."""
-    from media_clients.kinds import kind_of
+    from records.media import kind_of
 
     kind = kind_of(spec)
     if kind and workflow in CLIENT_SCRIPTS and workflow not in MEDIA_CLIENT_SCRIPTS:

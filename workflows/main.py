@@ -234,7 +234,7 @@ def _check_bearer(auth) -> None:
 
 def _validate_for_workflow(spec: ModelSpec, options: RunOptions) -> None:
     """Fail before anything starts when the workflow cannot run for this spec."""
-    from media_clients.kinds import kind_of
+    from records.media import kind_of
 
     if options.workflow in (WorkflowType.EVALS, WorkflowType.RELEASE) and kind_of(spec) is None:
         # Media kinds carry their own eval (media_clients/run_media_evals.py).

@@ -39,7 +39,7 @@ def benchmark_failures(run_dir: Path) -> list[str]:
 
 def _point_failure_summary(path: Path) -> str:
     try:
-        from benchmarking.point_record import BenchPoint
+        from records.bench import BenchPoint
 
         return BenchPoint.read(path).failure_summary()
     except Exception:  # noqa: BLE001 - an older or partial file: read the raw keys instead

@@ -28,7 +28,7 @@ from workflows.cli import ServerMode
 from workflows.clients import ClientResult, Interrupted, ServerDiedDuringClient, child_command, child_env, \
     client_scripts, no_variant_reason, run_client, stop_current_child
 from workflows.context import RunContext
-from media_clients.kinds import kind_of as media_kind
+from records.media import kind_of as media_kind
 
 if TYPE_CHECKING:
     from workflows.servers.base import ServerLaunch

@@ -21,7 +21,7 @@ SPEC = {"model_id": "m", "hf_model_repo": "org/m", "device_model_spec": {
 
 def test_keys_importable_without_third_party_packages():
     code = ("import sys; import benchmarking.run_benchmarks as r, benchmarking.trace_capture, "
-            "benchmarking.point_record, benchmarking.metrics, benchmarking.sweeps; "
+            "records.bench, benchmarking.metrics, benchmarking.sweeps; "
             "bad = [m for m in ('aiohttp', 'uvloop', 'tokenizers', 'numpy') if m in sys.modules]; "
             "assert not bad, bad; assert 'mode' in r.WORKFLOW_ARG_KEYS")
     subprocess.run([sys.executable, "-S", "-c", code], check=True, cwd=REPO_ROOT)

@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from benchmarking.metrics import RequestRecord, compute_metrics, percentile
-from benchmarking.point_record import SCHEMA, BenchMetrics, BenchPoint, PointParams, describe
+from benchmarking.metrics import RequestRecord, compute_metrics
+from contracts.intervals import percentile
+from records.bench import SCHEMA, BenchMetrics, BenchPoint, PointParams, describe
 from contracts.typed_record import RecordError
 
 
@@ -21,14 +22,6 @@ def rec(i, chunk_times, out_tokens=None, ok=True, warmup=False, err=None, prompt
         r.input_tokens = in_tokens if in_tokens is not None else prompt_len
         r.input_token_source = "usage"
     return r
-
-
-def test_percentile_matches_numpy_linear_rule():
-    assert percentile([], 99) == 0.0
-    assert percentile([5.0], 50) == 5.0
-    assert percentile([1, 2, 3, 4], 50) == 2.5
-    assert percentile([1, 2, 3, 4], 99) == pytest.approx(3.97)
-    assert percentile([10, 0, 20], 100) == 20
 
 
 def test_vllm_metric_definitions_on_hand_built_timeline():

@@ -13,6 +13,7 @@ from contracts.intervals import (
     bootstrap_ratio,
     decide,
     from_stderr,
+    percentile,
     quantile_interval,
     wilson,
 )
@@ -65,3 +66,12 @@ def test_bootstrap_resamples_items_and_is_repeatable():
 ])
 def test_decide_needs_the_whole_interval_on_one_side(interval, target, higher, expected):
     assert decide(interval, target, higher) == expected
+
+
+def test_percentile_is_numpy_linear_and_none_for_no_values():
+    assert percentile([], 99) is None
+    assert percentile([5.0], 50) == 5.0
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([1, 2, 3, 4], 99) == pytest.approx(3.97)
+    assert percentile([10, 0, 20], 100) == 20
+    assert percentile([10, 0, 20], 0) == 0

@@ -1,10 +1,15 @@
-"""No module imports one that imports it back: the package boundaries stay one-way.
+"""No module imports one that imports it back, and no package imports a layer above it.
 
 Why: a cycle (``servers/external.py -> readiness -> servers/base``) means neither side can be
 understood, tested or replaced alone, and import order starts to matter. The graph is read from
 the source (AST), counting imports inside functions too: a lazy import hides a cycle from the
 interpreter, not from the design. A sub-package (``workflows/servers/``) counts as one unit, so a
-cycle through any of its modules is found.
+cycle through any of its modules is found. Top-level packages are checked as units too: module
+``benchmarking.run_benchmarks -> reports.acceptance`` and ``reports.legend -> benchmarking.point_record``
+made no module cycle, yet tied the two packages into one.
+
+The layers (docs/architecture.md draws them): contracts, then records, then the client packages,
+then reports, then workflows. ``LAYERS`` lists what each package may import.
 """
 
 from __future__ import annotations
@@ -123,3 +128,42 @@ def test_servers_and_readiness_are_one_way():
 
 def test_no_module_imports_one_that_imports_it_back():
     assert cycles(import_graph()) == []
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph folded onto top-level packages."""
+    packages: dict[str, set[str]] = {}
+    for src, dsts in graph.items():
+        top = src.split(".")[0]
+        packages.setdefault(top, set()).update(d.split(".")[0] for d in dsts if d.split(".")[0] != top)
+    return packages
+
+
+CLIENTS = {"benchmarking", "evals", "stress_tests", "media_clients", "server_tests", "deploy"}
+#: package -> the packages it may import. The client packages may not import each other except
+#: stress_tests, which drives load with the benchmark's and the media clients' request code.
+LAYERS = {
+    "contracts": set(),
+    "records": {"contracts"},
+    **{client: {"contracts", "records"} for client in CLIENTS},
+    "reports": {"contracts", "records"},
+    "workflows": {"contracts", "records"} | CLIENTS,
+}
+LAYERS["stress_tests"] |= {"benchmarking", "media_clients"}
+
+
+def test_the_package_checker_finds_a_package_cycle_made_of_one_way_modules():
+    modules = {"a.x": {"b.y"}, "b.y": set(), "b.z": {"a.w"}, "a.w": set()}
+    assert cycles(modules) == []
+    assert cycles(package_graph(modules)) == [["a", "b"]]
+
+
+def test_no_package_imports_one_that_imports_it_back():
+    assert cycles(package_graph(import_graph())) == []
+
+
+def test_each_package_imports_only_the_layers_below_it():
+    packages = package_graph(import_graph())
+    assert set(LAYERS) >= set(packages), f"a new package needs a place in LAYERS: {set(packages) - set(LAYERS)}"
+    upward = {pkg: sorted(deps - LAYERS[pkg]) for pkg, deps in packages.items() if deps - LAYERS[pkg]}
+    assert upward == {}

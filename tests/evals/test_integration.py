@@ -21,7 +21,7 @@ import pytest
 
 from evals import run_evals
 from evals.eval_config import EVAL_CONFIGS, EvalConfig
-from evals.records import EvalRecord
+from records.evals import EvalRecord
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -8,14 +8,8 @@ from pathlib import Path
 import pytest
 
 from evals.eval_spec import ScoreSpec
-from evals.records import (
-    EvalRecord,
-    ResultsError,
-    accuracy_check,
-    count_samples,
-    find_results_file,
-    score_results,
-)
+from evals.lm_eval_results import ResultsError, count_samples, find_results_file, score_results
+from records.evals import EvalRecord, accuracy_check
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

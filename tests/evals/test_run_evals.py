@@ -19,7 +19,7 @@ from evals.eval_config import EVAL_CONFIGS, EvalConfig
 from evals.lm_eval_command import TokenizerChoice
 from evals.diagnosis import summarize_failure
 from evals.lm_eval_session import TaskOutcome
-from evals.records import EvalRecord
+from records.evals import EvalRecord
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

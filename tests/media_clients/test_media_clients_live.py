@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from media_clients.records import MediaPoint
+from records.media import MediaPoint
 from tests.helpers import free_port
 
 REPO = Path(__file__).resolve().parents[2]

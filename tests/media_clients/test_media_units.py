@@ -9,10 +9,10 @@ import wave
 import zlib
 
 from media_clients import scoring
-from media_clients.kinds import kind_of
-from media_clients.load import percentile, run_point
+from records.media import kind_of
+from media_clients.load import run_point
 from media_clients.probe import tiny_png, tone_wav
-from media_clients.records import MediaPoint
+from records.media import MediaPoint
 from media_clients.run_media_benchmarks import plan_points
 from media_clients.transport import Answer
 from media_clients.workloads import Sent, Workload
@@ -66,12 +66,6 @@ def test_plan_points_takes_perf_references_then_sweeps_the_rest():
     smoke = plan_points(_spec("image", refs), "image", "smoke")
     assert [(p.concurrency, p.num_requests) for p in smoke] == [(1, 2)]
     assert [p.concurrency for p in plan_points(_spec("cnn", []), "cnn", "smoke")] == [1, 2, 4]
-
-
-def test_percentile_interpolates_like_numpy():
-    assert percentile([], 50) is None
-    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
-    assert percentile([10.0], 99) == 10.0
 
 
 class _FakeWorkload(Workload):

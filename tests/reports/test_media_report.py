@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from media_clients.records import MediaPoint
+from records.media import MediaPoint
 from reports import build_report
 from reports.console import print_summary
 from reports.csv_renderer import render_csv

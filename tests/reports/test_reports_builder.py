@@ -278,9 +278,9 @@ def test_run_command_never_shows_secret_like_args(make_run):
 
 
 def test_legend_rows_are_the_records_field_descriptions():
-    from benchmarking.point_record import BenchMetrics, PointParams
+    from records.bench import BenchMetrics, PointParams
     from reports import legend
-    from reports.schema import Verdict
+    from records.report import Verdict
 
     rows = {label: text for _, label, text in legend.legend()}
     assert rows["TTFT (ms)"] == BenchMetrics.legend()["mean_ttft_ms"]

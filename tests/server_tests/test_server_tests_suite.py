@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from server_tests.record import TestsRecord
+from records.server_tests import TestsRecord
 from tests.server_tests.fake_openai import DEFECTS, FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[2]

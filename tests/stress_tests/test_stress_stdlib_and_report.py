@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 from reports.section_tables import SectionTable, csv_rows, markdown_lines, stress_tables, conformance_tables
-from server_tests.record import CaseResult, TestsRecord
-from stress_tests.record import CapacityLevel, CapacityRecord, Distribution, StressPointRecord, StressRecord
+from records.server_tests import CaseResult, TestsRecord
+from records.stress import CapacityLevel, CapacityRecord, Distribution, StressPointRecord, StressRecord
 
 REPO = Path(__file__).resolve().parents[2]
-STDLIB_ONLY = ["server_tests.run_tests", "server_tests.record", "server_tests.junit", "server_tests.capabilities",
-               "stress_tests.run_stress_tests", "stress_tests.args", "stress_tests.plan", "stress_tests.record",
+STDLIB_ONLY = ["server_tests.run_tests", "records.server_tests", "server_tests.junit", "server_tests.capabilities",
+               "stress_tests.run_stress_tests", "stress_tests.args", "stress_tests.plan", "records.stress",
                "stress_tests.saturation", "stress_tests.capacity", "reports.section_tables"]
 
 
@@ -72,7 +72,7 @@ def test_report_renders_the_section_tables(tmp_path):
     from reports.csv_renderer import render_csv
     from reports.html_renderer import render_html
     from reports.markdown import render_markdown
-    from reports.schema import ReportRecord
+    from records.report import ReportRecord
 
     _write_records(tmp_path)
     (tmp_path / "manifest.json").write_text(json.dumps({

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stress_tests.record import CapacityRecord, StressRecord
+from records.stress import CapacityRecord, StressRecord
 
 REPO = Path(__file__).resolve().parents[2]
 

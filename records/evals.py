@@ -1,6 +1,7 @@
-"""Typed eval records, lm-eval result parsing, and the accuracy check.
+"""Typed eval records and the accuracy check that fills their verdict fields.
 
-Stdlib only: the reports workflow may read these records in its own venv. ``EvalRecord`` is a
+Stdlib only: the reports workflow reads these records in its own venv, and the media evals
+write them too. Parsing lm-eval's results files lives with the eval client (``evals/lm_eval_results.py``). ``EvalRecord`` is a
 ``contracts.typed_record.TypedRecord`` (schema ``tt-eval-record/1``, docs/architecture.md); the
 report is rebuilt from these files alone, so everything a reader needs to judge a task (score,
 basis, tolerance, command, files) is in it.
@@ -8,18 +9,13 @@ basis, tolerance, command, files) is in it.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar, Mapping, Protocol
 
 from contracts.intervals import FAIL, INCONCLUSIVE, PASS, Interval, decide, from_stderr, wilson
 from contracts.typed_record import RecordError, TypedRecord, described
-from evals.eval_spec import ScoreSpec
 
-__all__ = ["SCHEMA", "EvalRecord", "RecordError", "ResultsError", "accuracy_check", "find_results_file",
-           "score_interval", "score_results"]
+__all__ = ["SCHEMA", "EvalRecord", "RecordError", "ScoreTarget", "accuracy_check", "score_interval"]
 
 SCHEMA = "tt-eval-record/1"
 STATUS_PASSED, STATUS_FAILED, STATUS_ERROR = "passed", "failed", "error"
@@ -93,69 +89,16 @@ class EvalRecord(TypedRecord):
         self.status = STATUS_BY_DECISION.get(check.decision or "", STATUS_PASSED)
 
 
-# ----------------------------------------------------------------------------- lm-eval results
-
-
-class ResultsError(ValueError):
-    """The lm-eval results file lacks what the score spec asks for."""
-
-
-def find_results_file(output_dir: Path) -> Path | None:
-    """Newest ``results_<datetime>.json`` lm-eval wrote under ``output_dir`` (it adds a model subdir)."""
-    found = sorted(output_dir.rglob("results_*.json"), key=lambda p: (p.stat().st_mtime, p.name))
-    return found[-1] if found else None
-
-
-def _number(v: Any) -> float | None:
-    """lm-eval writes "N/A" for stderrs it could not compute; treat anything non-numeric as None."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return None if math.isnan(v) else float(v)
-
-
-def _stderr_key(metric_key: str) -> str:
-    metric, _, flt = metric_key.partition(",")
-    return f"{metric}_stderr,{flt}"
-
-
-def count_samples(results: Mapping[str, Any], task: str) -> int | None:
-    """Effective sample count for a task, summing subtasks for a group such as ``mmlu``."""
-    n_samples = results.get("n-samples") or {}
-    if task in n_samples:
-        return int(n_samples[task].get("effective", n_samples[task].get("original", 0)))
-    subtasks = (results.get("group_subtasks") or {}).get(task)
-    if subtasks:
-        counts = [count_samples(results, sub) for sub in subtasks]
-        if any(c is not None for c in counts):
-            return sum(c or 0 for c in counts)
-    return None
-
-
-def score_results(results: Mapping[str, Any], task: str, spec: ScoreSpec) -> tuple[float, float | None, int | None]:
-    """(value, stderr, samples) for ``task`` from a parsed lm-eval results JSON.
-
-    ``single`` uses the first metric key (and its stderr); ``mean`` averages every key and reports
-    no stderr, since the keys are computed on the same samples and are not independent.
-    """
-    per_task = (results.get("results") or {}).get(task)
-    if per_task is None:
-        have = sorted((results.get("results") or {}).keys())
-        raise ResultsError(f"task {task!r} not in lm-eval results (have {have})")
-    values = []
-    for key in spec.metric_keys:
-        v = _number(per_task.get(key))
-        if v is None:
-            have = sorted(k for k in per_task if "," in k and "_stderr" not in k)
-            raise ResultsError(f"metric {key!r} missing for {task!r} (have {have})")
-        values.append(v)
-    if spec.score_func == "single":
-        value, stderr = values[0], _number(per_task.get(_stderr_key(spec.metric_keys[0])))
-    else:
-        value, stderr = sum(values) / len(values), None
-    return value, stderr, count_samples(results, task)
-
-
 # ----------------------------------------------------------------------------- accuracy check
+
+
+class ScoreTarget(Protocol):
+    """What the accuracy check reads from a task's score spec (``evals.eval_spec.ScoreSpec``)."""
+
+    published_score: float | None
+    reference_score: float | None
+    mode_reference_scores: Mapping[str, float]
+    tolerance: float
 
 
 @dataclass(frozen=True)
@@ -186,7 +129,7 @@ def score_interval(value: float, stderr: float | None, samples: int | None) -> I
 
 def accuracy_check(
     value: float | None,
-    spec: ScoreSpec | None,
+    spec: ScoreTarget | None,
     mode: str | None,
     samples: int | None,
     stderr: float | None = None,

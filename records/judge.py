@@ -37,9 +37,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from benchmarking.point_record import BenchPoint, format_classes
+from records.bench import BenchPoint, format_classes
 from contracts.model_spec import metric_higher_is_better, read_known_issues
-from reports.schema import (
+from records.report import (
     TIERS,
     BenchmarkRow,
     Blocker,

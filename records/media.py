@@ -7,10 +7,28 @@ tier rules as LLM points). Each field's description is the report legend.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from contracts.typed_record import TypedRecord, described
 
 SCHEMA = "tt-media-point/1"
+
+# Which client variant a model spec needs, from its ``model_type``. Why by ``model_type``: the
+# engine says who serves the model, the kind says what a request looks like. The media server also
+# serves text models, and those are measured like any LLM.
+IMAGE, SPEECH, CNN, EMBEDDING = "image", "speech", "cnn", "embedding"
+#: Kinds with a media client variant; any other model_type (LLM, text, ...) uses the LLM clients.
+MEDIA_KINDS = (IMAGE, SPEECH, CNN, EMBEDDING)
+_ALIASES = {"audio": SPEECH, "asr": SPEECH, "classification": CNN, "embeddings": EMBEDDING, "images": IMAGE}
+
+
+def kind_of(spec: Any) -> str | None:
+    """The media kind of a spec (a ModelSpec or its JSON dict), or None for LLM/text models."""
+    raw = spec.get("model_type") if isinstance(spec, dict) else getattr(spec, "model_type", None)
+    kind = str(raw or "").strip().lower()
+    kind = _ALIASES.get(kind, kind)
+    return kind if kind in MEDIA_KINDS else None
+
 
 #: The headline figures a point may carry, by name; a target in the performance reference uses the same name.
 FIGURE_LEGEND: dict[str, str] = {

@@ -182,7 +182,7 @@ class BenchPoint(TypedRecord):
     ended: str | None = described("When the point finished (ISO 8601, UTC).", None)
     targets: dict[str, dict] = described(
         "Per tier: the spec's targets and the report judge's verdict on this point "
-        "(reports.acceptance.check_tier); the report judges again from the run's spec.", factory=dict)
+        "(records.judge.check_tier); the report judges again from the run's spec.", factory=dict)
     requests_file: str | None = described("Per-request rows (JSONL), relative to the run directory.", None)
     raw_file: str | None = described("The comparison tool's own result file, relative to the run directory.", None)
     command: str | None = described("The comparison tool's command line.", None)

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarking.point_record import BenchMetrics, BenchPoint, PointParams
-from reports import acceptance
-from reports.schema import BenchmarkRow, EvalRow, Section, StepSummary, TargetRow
+from records.bench import BenchMetrics, BenchPoint, PointParams
+from records import judge
+from records.report import BenchmarkRow, EvalRow, Section, StepSummary, TargetRow
 
 
 @pytest.mark.parametrize("status, tiers, evals", [
@@ -18,8 +18,8 @@ from reports.schema import BenchmarkRow, EvalRow, Section, StepSummary, TargetRo
     ("BOGUS", [], False),
 ])
 def test_required_tiers_follow_status(status, tiers, evals):
-    assert acceptance.required_tiers(status) == tiers
-    assert acceptance.evals_required(status) is evals
+    assert judge.required_tiers(status) == tiers
+    assert judge.evals_required(status) is evals
 
 
 def point(ttft=None, tput_user=None, tput=None, completed=8, failures=None, not_sent=0,
@@ -36,40 +36,40 @@ def point(ttft=None, tput_user=None, tput=None, completed=8, failures=None, not_
 
 def test_check_tier_ratios_and_boundaries():
     t = {"ttft_ms": 100.0, "tput_user": 20.0, "tput": 80.0}
-    exact = acceptance.check_tier("complete", True, t, point(100.0, 20.0, 80.0))
+    exact = judge.check_tier("complete", True, t, point(100.0, 20.0, 80.0))
     assert exact.passed is True and exact.ttft_ratio == 1.0 and exact.tput_ratio == 1.0
-    slow = acceptance.check_tier("complete", True, t, point(100.1, 25.0, 90.0))
+    slow = judge.check_tier("complete", True, t, point(100.1, 25.0, 90.0))
     assert slow.ttft_pass is False and slow.tput_user_pass is True and slow.passed is False
     assert slow.ttft_ratio == pytest.approx(1.001)
 
 
 def test_check_tier_missing_target_is_not_checked_and_says_so():
-    c = acceptance.check_tier("functional", True, {"ttft_ms": 500.0, "tput_user": None}, point(60.0, 1.0))
+    c = judge.check_tier("functional", True, {"ttft_ms": 500.0, "tput_user": None}, point(60.0, 1.0))
     assert c.ttft_pass is True and c.tput_user_pass is None and c.tput_pass is None
     assert c.passed is True and c.unchecked == ["tput_user", "tput"] and c.missing == []
-    empty = acceptance.check_tier("functional", True, {}, point(60.0, 1.0))
+    empty = judge.check_tier("functional", True, {}, point(60.0, 1.0))
     assert empty.passed is None and empty.unchecked == ["ttft_ms", "tput_user", "tput"]
-    zero = acceptance.check_tier("functional", True, {"ttft_ms": 0, "tput": 0.0}, point(60.0, 1.0, 0.0))
+    zero = judge.check_tier("functional", True, {"ttft_ms": 0, "tput": 0.0}, point(60.0, 1.0, 0.0))
     assert zero.passed is None and zero.unchecked == ["ttft_ms", "tput_user", "tput"]
 
 
 def test_check_tier_missing_measurement_fails_and_not_run_is_none():
-    c = acceptance.check_tier("functional", True, {"ttft_ms": 500.0, "tput_user": 5.0}, point(None, 6.0))
+    c = judge.check_tier("functional", True, {"ttft_ms": 500.0, "tput_user": 5.0}, point(None, 6.0))
     assert c.ttft_pass is False and c.passed is False and c.missing == ["ttft_ms"]
     assert c.ttft_ratio is None and c.tput_user_pass is True
-    not_run = acceptance.check_tier("functional", True, {"ttft_ms": 500.0}, None)
+    not_run = judge.check_tier("functional", True, {"ttft_ms": 500.0}, None)
     assert not_run.passed is None and not_run.ttft_ratio is None and not_run.ttft_ms == 500.0
     assert not_run.error_rate_pass is None
 
 
 def test_a_mean_ttft_of_zero_is_a_measurement():
-    c = acceptance.check_tier("target", True, {"ttft_ms": 20.0}, point(0.0))
+    c = judge.check_tier("target", True, {"ttft_ms": 20.0}, point(0.0))
     assert c.ttft_pass is True and c.passed is True and c.ttft_ratio == 0.0 and c.missing == []
 
 
 def test_missing_measurement_blocks_with_a_blocker_that_says_so():
     row = TargetRow("isl-128_osl-128_con-4", 128, 128, 4, 8, ran=True, measured_tput_user=6.0)
-    row.tiers = [acceptance.check_tier("functional", True, {"ttft_ms": 500.0, "tput_user": 5.0},
+    row.tiers = [judge.check_tier("functional", True, {"ttft_ms": 500.0, "tput_user": 5.0},
                                        point(None, 6.0))]
     v = _decide(targets=[row])
     assert v.result == "FAIL"
@@ -80,10 +80,10 @@ def test_error_rate_above_the_allowance_fails_every_tier():
     p = point(90.0, 30.0, 120.0, completed=5, failures={"http_5xx": 2, "connection_reset": 1})
     assert p.metrics.error_rate == pytest.approx(3 / 8)
     t = {"ttft_ms": 1000.0, "tput_user": 1.0, "tput": 1.0}
-    checks = [acceptance.check_tier(tier, True, t, p) for tier in acceptance.TIERS]
+    checks = [judge.check_tier(tier, True, t, p) for tier in judge.TIERS]
     assert all(c.ttft_pass and c.tput_user_pass and c.tput_pass for c in checks)  # targets met ...
     assert [(c.error_rate_pass, c.passed) for c in checks] == [(False, False)] * 3  # ... by the survivors
-    assert acceptance.check_tier("target", True, t, p, max_error_rate=0.5).passed is True
+    assert judge.check_tier("target", True, t, p, max_error_rate=0.5).passed is True
 
 
 def _bench_row(p):
@@ -100,8 +100,8 @@ def test_failed_requests_block_with_their_classes_for_every_status(status):
                     measured_tput=120.0)
 
     def verdict(allowed):
-        row.tiers = [acceptance.check_tier(t, t in acceptance.required_tiers(status), {"ttft_ms": 1000.0}, p,
-                                           allowed) for t in acceptance.TIERS]
+        row.tiers = [judge.check_tier(t, t in judge.required_tiers(status), {"ttft_ms": 1000.0}, p,
+                                           allowed) for t in judge.TIERS]
         return _decide(model_status=status, targets=[row], benchmarks=[_bench_row(p)], max_error_rate=allowed)
 
     v = verdict(0.0)
@@ -116,7 +116,7 @@ def test_failed_requests_block_with_their_classes_for_every_status(status):
 def test_point_with_no_successful_request_names_the_failure_classes():
     p = point(completed=0, failures={"connect_error": 8})
     row = TargetRow(p.key, 128, 128, 4, 8, ran=True)
-    row.tiers = [acceptance.check_tier("functional", True, {"ttft_ms": 500.0, "tput_user": 5.0}, p)]
+    row.tiers = [judge.check_tier("functional", True, {"ttft_ms": 500.0, "tput_user": 5.0}, p)]
     v = _decide(targets=[row], benchmarks=[_bench_row(p)])
     details = [b.detail for b in v.blockers]
     assert details[0] == "isl 128/osl 128/con 4: 8 of 8 requests failed (connect_error 8) > allowed 0"
@@ -127,7 +127,7 @@ def test_point_with_no_successful_request_names_the_failure_classes():
 def test_requests_never_sent_count_as_failed():
     p = point(90.0, completed=4, failures={"budget_exceeded": 2}, not_sent=2)
     assert p.metrics.error_rate == 0.5 and p.failure_classes() == {"budget_exceeded": 2, "not_sent": 2}
-    assert acceptance.error_rate_detail(_bench_row(p), 0.1).endswith(
+    assert judge.error_rate_detail(_bench_row(p), 0.1).endswith(
         "4 of 8 requests failed (budget_exceeded 2, not_sent 2) > allowed 0.1")
 
 
@@ -136,12 +136,12 @@ def test_requests_never_sent_count_as_failed():
     (True, 0.0, True)])
 def test_max_error_rate_comes_from_the_device_spec(value, allowed, noted):
     spec = {"device_model_spec": {} if value is None else {"max_error_rate": value}}
-    got, note = acceptance.max_error_rate(spec)
+    got, note = judge.max_error_rate(spec)
     assert got == allowed and (note is not None) is noted
 
 
 def test_waivers_without_reason_are_ignored_with_a_note():
-    waivers, notes = acceptance.parse_waivers([
+    waivers, notes = judge.parse_waivers([
         {"workflow": "evals", "task": "gsm8k", "reason": ""},
         {"workflow": "evals", "task": "arc", "reason": "tokenizer bug"},
         {"workflow_type": "benchmarks", "task_name": "*", "reason": "HEAD spelling"},
@@ -156,7 +156,7 @@ def _decide(**kw):
                 passed=True)], tests=Section(ran=False), stress_tests=Section(ran=False),
                 benchmarks_judged=True, evals_judged=True, known_issues=[])
     base.update(kw)
-    return acceptance.decide(**base)
+    return judge.decide(**base)
 
 
 def _scored(task, decision, mode="ci", value=0.6, ci95=(0.5, 0.7), target=0.55):
@@ -209,7 +209,7 @@ def test_step_failure_blocks_and_star_waiver_does_not_hide_it():
 
 def test_unrun_point_blocks_only_for_required_tiers():
     row = TargetRow("isl-1_osl-1_con-1", 1, 1, 1, 8, ran=False)
-    row.tiers = [acceptance.check_tier(t, t in ("functional", "complete"), {"ttft_ms": 1.0}, None)
+    row.tiers = [judge.check_tier(t, t in ("functional", "complete"), {"ttft_ms": 1.0}, None)
                  for t in ("functional", "complete", "target")]
     v = _decide(targets=[row])
     assert v.result == "FAIL" and [b.tier for b in v.blockers] == ["functional", "complete"]

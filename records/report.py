@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarking.point_record import format_classes
 from contracts.typed_record import RecordError, TypedRecord, described
-from reports.section_tables import SectionTable
+from records.bench import format_classes
 
 SCHEMA = "tt-report/1"
 SCHEMA_MAJOR = 1
@@ -33,6 +32,19 @@ TIERS = ("functional", "complete", "target")
 
 #: A report document that does not match the schema this code understands.
 SchemaError = RecordError
+
+
+@dataclass
+class SectionTable(TypedRecord):
+    """One titled table of a section."""
+
+    kind: str = described("cases, load_points, drift or capacity (CSV rows are named after it).")
+    title: str = described("What the table shows (with the headline answer, when there is one).")
+    headers: list = described("Column names.", factory=list)
+    rows: list = described("Rows of text cells, one per header.", factory=list)
+    legend: dict = described("Column name -> what it means, from the record's field descriptions.",
+                             factory=dict)
+    record_file: str | None = described("The record the table was built from, relative to the run.", None)
 
 
 @dataclass
@@ -158,7 +170,7 @@ class BenchmarkRow(TypedRecord):
 @dataclass
 class TierCheck(TypedRecord):
     """One tier's targets for one point and how the measurement compares: the output of the one
-    judge, ``reports.acceptance.check_tier``."""
+    judge, ``records.judge.check_tier``."""
 
     tier: str = described("functional, complete or target.")
     required: bool = described("The model status requires this tier.")
