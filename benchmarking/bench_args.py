@@ -18,6 +18,11 @@ from contracts.workflow_keys import BENCHMARK_ARGS
 WORKFLOW_ARG_HELP = BENCHMARK_ARGS
 WORKFLOW_ARG_KEYS: frozenset[str] = frozenset(WORKFLOW_ARG_HELP)
 MODES = ("smoke", "ci", "full")
+WORKLOADS = ("trace", "multi_turn", "shared_prefix")  # benchmarking/workloads/, one module each
+# keys that only mean something with one workload
+WORKLOAD_KEYS = {"trace_file": "trace", "time_scale": "trace", "max_lateness_ms": "trace", "block_tokens": "trace",
+                 "turns": "multi_turn", "think_time_s": "multi_turn",
+                 "prefixes": "shared_prefix", "prefix_tokens": "shared_prefix"}
 # a smoke run is minutes long: a silent server must not hold it for 5 minutes per step
 DEFAULT_STALL_TIMEOUT_S = {"smoke": 60.0, "ci": 300.0, "full": 300.0}
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -53,6 +58,16 @@ class BenchArgs:
     stall_timeout_s: float = 300.0
     seed: int = 0
     body_fields: dict[str, Any] = field(default_factory=dict)  # keys not owned: extra request body fields
+    # realistic traffic (benchmarking/workloads/): which workload, and its settings
+    workload: str | None = None
+    trace_file: str | None = None
+    time_scale: float = 1.0
+    max_lateness_ms: float = 50.0
+    block_tokens: int = 512
+    turns: int = 3
+    think_time_s: float = 0.5
+    prefixes: int = 4
+    prefix_tokens: int | None = None
 
 
 def _float(key: str, value: str, *, positive: bool = True) -> float:
@@ -184,6 +199,21 @@ def parse_workflow_args(raw: dict) -> BenchArgs:
             args.num_prompts = _int(key, value, minimum=1)
         elif key == "seed":
             args.seed = _int(key, value)
+        elif key == "workload":
+            if value not in WORKLOADS:
+                raise BenchArgError(f"workload={value!r}: expected one of {', '.join(WORKLOADS)}")
+            args.workload = value
+        elif key == "trace_file":
+            args.trace_file = value
+        elif key in ("time_scale", "max_lateness_ms"):
+            setattr(args, key, _float(key, value))
+        elif key == "think_time_s":
+            args.think_time_s = _float(key, value, positive=False)
+            if args.think_time_s < 0:
+                raise BenchArgError(f"think_time_s={value!r} must be >= 0")
+        elif key in ("block_tokens", "turns", "prefixes", "prefix_tokens"):
+            setattr(args, key, _int(key, value, minimum=1))
+    _check_workload(args, raw)
     if args.body_fields and "vllm" in args.tools:
         raise BenchArgError(f"request body fields ({', '.join(sorted(args.body_fields))}) reach only the tt tool; "
                             "tools=vllm (`vllm bench serve`) cannot send them")
@@ -194,3 +224,21 @@ def parse_workflow_args(raw: dict) -> BenchArgs:
                             f"{args.stall_timeout_s:g}: a budget that ends first cuts a stalled request "
                             "before it can be called a stall")
     return args
+
+
+def _check_workload(args: BenchArgs, raw: dict) -> None:
+    """A workload's keys need that workload; a trace needs its file; a workload drives our client only."""
+    for key, workload in WORKLOAD_KEYS.items():
+        if key in raw and args.workload != workload:
+            raise BenchArgError(f"{key}= applies to workload={workload} only"
+                                + (f" (this run has workload={args.workload})" if args.workload else ""))
+    if args.workload is None:
+        return
+    if args.workload == "trace" and not args.trace_file:
+        raise BenchArgError("workload=trace needs trace_file=PATH")
+    if args.workload == "trace" and (args.points or args.num_prompts):
+        raise BenchArgError("workload=trace replays the trace as written: points= and num_prompts= do not apply")
+    if args.dataset != "random":
+        raise BenchArgError(f"dataset={args.dataset} and workload={args.workload} both choose the prompts; give one")
+    if "vllm" in args.tools:
+        raise BenchArgError(f"workload={args.workload} is driven by our client only; tools=vllm cannot replay it")

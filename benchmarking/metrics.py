@@ -41,6 +41,8 @@ class RequestRecord:
     error: str | None = None
     server_request_id: str | None = None
     generated_text: str | None = None
+    scheduled_time: float | None = None  # perf_counter the request was due to leave (timed workloads)
+    extra: dict = field(default_factory=dict)  # a workload's tags for the row (conversation, turn, ...)
 
     @property
     def itls(self) -> list[float]:
@@ -68,6 +70,10 @@ class RequestRecord:
             "input_token_source": self.input_token_source,
             "requested_output_len": self.requested_output_len, "output_tokens": self.output_tokens,
             "output_token_source": self.output_token_source,
+            **({"scheduled_time_s": self.scheduled_time,
+                "lateness_ms": None if not self.send_time else round((self.send_time - self.scheduled_time) * 1000.0, 4)}
+               if self.scheduled_time is not None else {}),
+            **{k: v for k, v in self.extra.items() if not hasattr(self, k)},
         }
 
 

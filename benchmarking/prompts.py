@@ -162,6 +162,15 @@ def jsonl_prompts(path: str, n: int, tok=None) -> list[Prompt]:
     return out
 
 
+def length_check(prompts: list[Prompt], tokenizer) -> dict:
+    """How many prompts were re-tokenised to verify their length, how many are exact, the largest drift."""
+    verified = [p for p in prompts if p.token_len is not None]
+    drifts = [p.token_len - p.intended_len for p in verified]
+    by = getattr(tokenizer, "source", None) if verified else "none"
+    return {"verified_by": by or "none", "verified": len(verified), "exact": sum(1 for d in drifts if d == 0),
+            "max_abs_drift": max((abs(d) for d in drifts), default=None)}
+
+
 def request_body(prompt: str, osl: int, model: str, chat: bool, extra: dict | None = None,
                  messages: list[dict] | None = None) -> bytes:
     """Streaming request that asks for exactly `osl` tokens (ignore_eos + min_tokens, vLLM extras).

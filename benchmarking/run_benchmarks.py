@@ -124,33 +124,46 @@ def warm_up(ctx: Context, pairs: list[tuple[int, int]]) -> str | None:
     return "silent" if any(o.silent for o in outcomes) else None
 
 
-def _prompt_check(ctx: Context, prompts) -> dict:
-    verified = [p for p in prompts if p.token_len is not None]
-    drifts = [p.token_len - p.intended_len for p in verified]
-    by = getattr(ctx.tokenizer, "source", None) if verified else "none"
-    return {"verified_by": by or "none", "verified": len(verified), "exact": sum(1 for d in drifts if d == 0),
-            "max_abs_drift": max((abs(d) for d in drifts), default=None)}
-
-
-def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
-    """Measure one point with our client and write its three files; returns the summary record."""
-    from benchmarking import prom
+def _measure_sweep_point(ctx: Context, point: Point, budget_s: float | None):
+    """Independent prompts at the point's concurrency and arrival rate (no workload)."""
     from benchmarking.arrivals import release_offsets
-    from benchmarking.metrics import compute_metrics
+    from benchmarking.prompts import length_check
     from benchmarking.runner import run_point
+    from benchmarking.workloads import Measured
     b = ctx.bench
-    stem = os.path.join(ctx.out_dir, point.stem)
     prompts = _prompts(ctx, point.isl, point.num_prompts + b.warmup_requests, seed=b.seed + point.isl * 7 + point.osl)
-    check = _prompt_check(ctx, prompts)
+    check = length_check(prompts, ctx.tokenizer)
     items = _items(ctx, prompts, point.osl)
     warm, items = items[:b.warmup_requests], items[b.warmup_requests:]
     offsets = release_offsets(len(items), b.request_rate, b.burstiness, b.ramp, seed=b.seed)
-    before = prom.fetch_metrics(ctx.base_url, ctx.api_key)
-    started = _now()
     run = run_point(ctx.client_config(), items, offsets, point.max_concurrency, warm, budget_s,
                     id_prefix=f"tt-{point.isl}-{point.osl}-{point.max_concurrency}", stop_on_signals=True,
                     pending_signal=lambda: STOP.signum)
+    return Measured(run=run, prompt_check=check, summary=None)
+
+
+def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
+    """Measure one point with our client and write its files; returns the summary record.
+
+    A workload point (``benchmarking.workloads``) is measured by its workload; every point is
+    written the same way, with the server's state sampled once a second beside it."""
+    from benchmarking import prom, workloads
+    from benchmarking.metrics import compute_metrics
+    from benchmarking.server_state import ServerStateSampler
+    b = ctx.bench
+    stem = os.path.join(ctx.out_dir, point.stem)
+    before = prom.fetch_metrics(ctx.base_url, ctx.api_key)
+    sampler = ServerStateSampler(ctx.base_url, ctx.api_key).start() if before is not None else None
+    started = _now()
+    try:
+        if isinstance(point, workloads.WorkloadPoint):
+            measured = workloads.measure(ctx, point, budget_s, lambda: STOP.signum)
+        else:
+            measured = _measure_sweep_point(ctx, point, budget_s)
+    finally:
+        state = sampler.stop() if sampler is not None else None
     ended = _now()
+    run, check = measured.run, measured.prompt_check
     after = prom.fetch_metrics(ctx.base_url, ctx.api_key) if before is not None and not run.interrupted else None
     # requests cut by a signal are not the server's failures: the point is partial, not failed
     finished = [r for r in run.records if r.error_class != "interrupted"]
@@ -159,8 +172,9 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
                               percentiles=b.percentiles, goodput=b.goodput or None)
     warnings = []
     if metrics["output_length_mismatches"]:
+        asked = f"osl={point.osl}" if measured.summary is None else "the length each asked for"
         warnings.append(f"{metrics['output_length_mismatches']} of {metrics['completed']} completed requests "
-                        f"returned an output length other than osl={point.osl} (ignore_eos/min_tokens not honoured?)")
+                        f"returned an output length other than {asked} (ignore_eos/min_tokens not honoured?)")
     if check["max_abs_drift"]:
         warnings.append(f"prompt length drift up to {check['max_abs_drift']} tokens after decode/re-encode")
     if run.budget_exhausted:
@@ -175,6 +189,10 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
         warnings.append(run_control.stall_line(f"point {point.stem}", f"{ctx.base_url}{b.endpoint}",
                                                b.stall_timeout_s, stalls)
                         + (f"; {run.not_sent} request(s) not sent" if run.stopped_by == "stall" else ""))
+    warnings += measured.warnings
+    summary = measured.summary
+    if summary is not None:
+        summary["failed_check"] = measured.failed_check
     requests_path = stem + ".requests.jsonl"
     _atomic_write(requests_path, "".join(json.dumps(r.to_json()) + "\n" for r in finished))
     server_metrics = None
@@ -184,12 +202,13 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
         server_metrics = {"file": ctx.rel(stem + ".prom.json"), "delta": prom.headline(d)}
     record = BenchPoint(
         model_id=ctx.model_id, served_model_name=ctx.model, tool="tt-bench",
-        point=_point_params(point, b, dataset=b.dataset, ramp=list(b.ramp) if b.ramp else None,
+        point=_point_params(point, b, dataset=b.workload or b.dataset, ramp=list(b.ramp) if b.ramp else None,
                             warmup_requests=b.warmup_requests),
         started=started, ended=ended, metrics=BenchMetrics.from_dict(metrics),
         requests_file=ctx.rel(requests_path), prompt_check=check, percentiles=b.percentiles,
         goodput_slos=b.goodput or None, budget_exhausted=run.budget_exhausted, not_sent=run.not_sent,
-        server_metrics=server_metrics, warnings=warnings, interrupted=interrupted, complete=interrupted is None)
+        server_metrics=server_metrics, warnings=warnings, interrupted=interrupted, complete=interrupted is None,
+        workload=summary, server_state=state)
     _judge(ctx, point, record)
     record.write(stem + ".json")  # written last: its presence means done
     for w in warnings:  # after the files: an interrupted point is on disk before anything is said
@@ -300,7 +319,11 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(raw_args, dict):
             raise BenchArgError("--workflow-args-json must be a JSON object")
         bench = parse_workflow_args(raw_args)
-        points = build_points(spec, bench)
+        if bench.workload:  # checked here, before anything is sent (a bad trace names its line)
+            from benchmarking import workloads
+            points = workloads.points(spec, bench)
+        else:
+            points = build_points(spec, bench)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"ERROR: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -396,6 +419,8 @@ def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: 
                 outputs.append(rec["server_metrics"]["file"])
             if m["completed"] == 0 and not rec.get("interrupted"):
                 failed_points.append(f"{p.stem} ({tool})")
+            elif (rec.get("workload") or {}).get("failed_check"):
+                failed_points.append(f"{p.stem} ({tool}): {rec['workload']['failed_check']}")
     _atomic_write(os.path.join(ctx.out_dir, "outputs.json"),
                   json.dumps({"outputs": outputs, "failed_points": failed_points, "skipped_points": skipped,
                               "interrupted": stop.name or None}, indent=1))

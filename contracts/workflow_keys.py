@@ -39,6 +39,18 @@ BENCHMARK_ARGS: Mapping[str, str] = {
     "stall_timeout_s": "max silence (no headers / no chunk) before a request fails as a stall "
                        "(default: smoke 60, ci and full 300); must be below point_budget_s",
     "seed": "random seed for prompts and arrivals (default 0)",
+    "workload": "trace | multi_turn | shared_prefix: realistic traffic instead of independent prompts "
+                "(benchmarking/workloads/)",
+    "trace_file": "workload=trace: the trace to replay, Mooncake JSONL (timestamp ms, input_length, "
+                  "output_length, hash_ids) or JSONL/CSV of (timestamp ms, input tokens, output tokens)",
+    "time_scale": "workload=trace: speed factor, 2 replays twice as fast (default 1)",
+    "max_lateness_ms": "workload=trace: a request leaving later than this after its timestamp means the "
+                       "client did not keep up; the run fails (default 50)",
+    "block_tokens": "workload=trace: tokens per Mooncake hash_ids block (default 512)",
+    "turns": "workload=multi_turn: turns per conversation (default 3)",
+    "think_time_s": "workload=multi_turn: pause between an answer and the next turn (default 0.5)",
+    "prefixes": "workload=shared_prefix: distinct shared prefixes (system prompts) (default 4)",
+    "prefix_tokens": "workload=shared_prefix: tokens of each shared prefix (default isl/2)",
 }
 
 EVAL_ARGS: Mapping[str, str] = {

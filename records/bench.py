@@ -196,6 +196,16 @@ class BenchPoint(TypedRecord):
     warnings: list | None = described("Things the reader should know about this point's numbers.", None)
     interrupted: str | None = described("Signal that cut the point short (SIGINT, SIGTERM), or null.", None)
     complete: bool | None = described("Every request of the point was run (false: partial, re-run on resume).", None)
+    workload: dict | None = described(
+        "The workload that made the traffic (benchmarking/workloads/) and its own figures: trace (per-request "
+        "lateness behind the trace's timestamps, whether the client kept up, offered vs sent vs completed "
+        "requests per second), multi_turn (TTFT per turn), shared_prefix (the server's prefix-cache hit rate "
+        "and TTFT with vs without the shared prefixes); null for independent prompts.", None)
+    server_state: dict | None = described(
+        "The server's /metrics sampled about once a second during the point (benchmarking/server_state.py): "
+        "t_s (seconds since the point started, the request rows' clock minus origin_perf_s) and series such "
+        "as running, waiting, kv_cache_usage_pct, prefix_cache_hit_rate, queue_depth, mean_batch_size; "
+        "null when the server has no /metrics.", None)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -245,7 +255,7 @@ class BenchPoint(TypedRecord):
 
 _FIRST = ("schema", "model_id", "served_model_name", "tool", "point", "started", "ended")
 _OMIT_WHEN_NONE = ("raw_file", "command", "prompt_check", "percentiles", "goodput_slos", "budget_exhausted",
-                   "not_sent", "server_metrics", "warnings", "complete")
+                   "not_sent", "server_metrics", "warnings", "complete", "workload", "server_state")
 
 
 def format_classes(classes: dict[str, int]) -> str:

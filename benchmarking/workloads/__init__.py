@@ -20,9 +20,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
+from benchmarking.bench_args import WORKLOADS as NAMES
 from benchmarking.sweeps import Point
-
-NAMES = ("trace", "multi_turn", "shared_prefix")
 
 
 @dataclass
@@ -79,9 +78,6 @@ def latency_stats(values_s: list[float]) -> dict:
 
 
 def prompt_check(prompts, tokenizer) -> dict:
-    """How many prompts were verified at their exact length (same shape as a plain point's)."""
-    verified = [p for p in prompts if p.token_len is not None]
-    drifts = [p.token_len - p.intended_len for p in verified]
-    return {"verified_by": getattr(tokenizer, "source", None) if verified else "none", "verified": len(verified),
-            "exact": sum(1 for d in drifts if d == 0), "max_abs_drift": max((abs(d) for d in drifts), default=None),
-            "text_source": "repository documents"}
+    """The point's prompt length check (``prompts.length_check``), naming the text they were cut from."""
+    from benchmarking.prompts import length_check
+    return {**length_check(prompts, tokenizer), "text_source": "repository documents"}
