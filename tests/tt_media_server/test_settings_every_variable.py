@@ -37,6 +37,9 @@ FREE_TEXT = {
     "embedding_model_path": "read only by the embedding-cpu runner, which refuses a folder without a model",
     "text_model_path": "read only by the text-slots runner's preflight, which refuses a folder without config.json",
     "text_model_id": "the name the text model is served under; any string is a name",
+    "rerank_model_path": "read only by the rerank-cpu runner, which names the path and the files it lacks",
+    "vision_model_path": "read only by the vision runners, which name the path and the files it lacks",
+    "vision_model_id": "the name the vision model is served under; any string is a name",
 }
 
 # Documented names added for compatibility; listed so that moving one into a class this test does

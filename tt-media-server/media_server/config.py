@@ -29,6 +29,8 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
                            "image_size": 64, "num_inference_steps": 4},
     "whisper-tiny.en": {"model_runner": "whisper-cpu"},
     "all-MiniLM-L6-v2": {"model_runner": "embedding-cpu", "max_batch_size": 4},
+    # FAKE vision model: random weights in the real Qwen3-VL architecture (runners/vision_hf.py).
+    "tiny-random-qwen3-vl": {"model_runner": "tiny-random-qwen3-vl"},
 }
 
 # DEVICE presets: the device kind sets the device groups, mesh and reset command.
@@ -430,8 +432,9 @@ def component_settings_classes() -> list[type[BaseSettings]]:
     from media_server.embeddings.settings import EmbeddingSettings
     from media_server.runners.text_slots import TextSettings
     from media_server.speech.settings import SpeechSettings
+    from media_server.vision.settings import VisionSettings
 
-    return [SpeechSettings, EmbeddingSettings, TextSettings]
+    return [SpeechSettings, EmbeddingSettings, TextSettings, VisionSettings]
 
 
 def check_component_settings() -> None:
@@ -449,7 +452,7 @@ def check_component_settings() -> None:
 # Variables of the environment that are read by name elsewhere (not settings fields) and so
 # must not be reported as unknown.
 OTHER_KNOWN_VARIABLES = {"PROMETHEUS_MULTIPROC_DIR", "TT_METAL_CACHE_ROOT", "HF_TOKEN", "HF_HOME",
-                         "HF_HUB_CACHE", "HF_HUB_OFFLINE"}
+                         "HF_HUB_CACHE", "HF_HUB_OFFLINE", "AUTO_DOWNLOAD_MODELS", "TT_INFERENCE_CACHE"}
 
 
 def known_setting_names() -> set[str]:

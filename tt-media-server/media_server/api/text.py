@@ -5,6 +5,11 @@ Served by a streaming runner of kind ``text`` (``text-slots``). Streaming answer
 emits it; with ``stream_options.include_usage`` a last chunk with empty ``choices`` carries
 ``usage``. Non-streaming answers are one JSON body.
 
+Requests are pydantic models (malformed JSON, wrong types: 400 naming the field). Chat content
+may be a string or a list of ``text`` / ``image_url`` parts; images (``data:`` URLs, or http(s)
+URLs fetched under ``vision/images.py``'s rules) go only to a model whose runner takes them, and
+their tokens are counted in ``usage.prompt_tokens`` (``prompt_tokens_details.image_tokens``).
+
 What is refused with 400 (and why): ``n`` other than 1 (one slot per request), ``tools`` /
 ``functions`` / ``tool_choice`` and a ``response_format`` other than text (no constrained
 decoding here), ``logprobs`` (not computed). A client that disconnects mid-stream has its
@@ -18,15 +23,18 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 from media_server.api.common import check_text_chars, run_request, scheduler_of
 from media_server.auth import require_api_key
 from media_server.errors import BadInput, MediaError
 from media_server.runners.text_params import InvalidTextRequest, TextRequest
+from media_server.vision.images import load_image
+from media_server.vision.settings import vision_settings
 
 router = APIRouter()
 KIND = "text"
@@ -40,29 +48,91 @@ _REJECTED_FIELDS = {
 }
 
 
+class ImageUrl(BaseModel):
+    """OpenAI's ``image_url`` object (``detail`` accepted; the model's processor decides the size)."""
+
+    url: str = Field(..., min_length=1, description="data:image/...;base64,... or http(s)://...")
+    detail: str | None = None
+
+
+class ContentPart(BaseModel):
+    """One part of a message's content: ``{"type": "text", "text"}`` or ``{"type": "image_url", "image_url"}``."""
+
+    type: Literal["text", "image_url"]
+    text: str | None = None
+    image_url: ImageUrl | str | None = None
+
+
+class ChatMessage(BaseModel):
+    role: StrictStr
+    content: StrictStr | list[ContentPart] | None = None
+    name: str | None = None
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class _Sampling(BaseModel):
+    """What both OpenAI routes take. Numbers are strict (a string is a 400, not a quiet conversion);
+    ranges are checked by ``TextRequest.validate`` so the routes and the runner agree."""
+
+    model: str | None = Field(None, max_length=200)
+    stream: StrictBool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: StrictInt | None = None
+    max_completion_tokens: StrictInt | None = None
+    stop: StrictStr | list[StrictStr] | None = None
+    temperature: StrictFloat | StrictInt | None = None
+    top_p: StrictFloat | StrictInt | None = None
+    top_k: StrictInt | None = None
+    seed: StrictInt | None = None
+    ignore_eos: StrictBool = False
+    min_tokens: StrictInt | None = None
+    n: StrictInt | None = 1
+    response_format: dict[str, Any] | None = None
+    # Refused with a reason when set (see _REJECTED_FIELDS).
+    tools: Any = None
+    functions: Any = None
+    tool_choice: Any = None
+    logprobs: Any = None
+    top_logprobs: Any = None
+    best_of: Any = None
+
+
+class ChatRequest(_Sampling):
+    messages: list[ChatMessage] = Field(..., min_length=1, description="[{role, content}]; content a string "
+                                        "or text / image_url parts")
+
+
+class CompletionRequest(_Sampling):
+    prompt: StrictStr | list[StrictStr] = Field(..., description="one prompt (a one-element list is accepted)")
+    echo: Any = None
+
+
 @router.post("/v1/chat/completions", tags=["text"], dependencies=[Depends(require_api_key)])
-async def chat_completions(request: Request):
-    """Chat completion over the served text model; SSE when ``stream`` is true."""
-    body = await _json_body(request)
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise BadInput("messages: expected a non-empty list of {role, content}")
-    messages = [_flatten_message(i, m) for i, m in enumerate(messages)]
-    check_text_chars(request, "messages", ["".join(str(m.get("content", "")) for m in messages)])
+async def chat_completions(request: Request, body: ChatRequest):
+    """Chat completion over the served text or vision model; SSE when ``stream`` is true."""
+    pool = scheduler_of(request).pool(body.model, KIND)
+    messages, parts, image_urls = _split_messages(body.messages)
+    check_text_chars(request, "messages", ["".join(m["content"] for m in messages)])
     text_request = _text_request(body, TextRequest(messages=messages))
-    return await _respond(request, body, text_request, chat=True)
+    if image_urls:
+        if not getattr(pool.runner_cls, "takes_images", False):
+            raise BadInput(f"{image_urls[0][0]}: model {pool.model_id} takes no images (text only)")
+        text_request.extra = await _vision_payload(request, parts, image_urls)
+    return await _respond(request, body, text_request, chat=True, pool=pool)
 
 
 @router.post("/v1/completions", tags=["text"], dependencies=[Depends(require_api_key)])
-async def completions(request: Request):
+async def completions(request: Request, body: CompletionRequest):
     """Text completion over the served text model; SSE when ``stream`` is true."""
-    body = await _json_body(request)
-    prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+    prompt = body.prompt
+    if isinstance(prompt, list) and len(prompt) == 1:
         prompt = prompt[0]
     if not isinstance(prompt, str) or not prompt:
         raise BadInput("prompt: expected a non-empty string (one prompt per request)")
-    if body.get("echo"):
+    if body.echo:
         raise BadInput("echo: not supported by this server")
     check_text_chars(request, "prompt", [prompt])
     text_request = _text_request(body, TextRequest(prompt=prompt))
@@ -70,66 +140,70 @@ async def completions(request: Request):
 
 
 # ---- request parsing ---------------------------------------------------------------------------
-async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadInput(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise BadInput("request body must be a JSON object")
-    return body
+def _split_messages(messages: list[ChatMessage]):
+    """(text-only messages, messages with typed parts, [(where, url)] of the image parts in order).
+
+    The text-only form ({"role", "content": str}) is what a text model gets; the parts keep each
+    image's place for a vision model's chat template."""
+    flat: list[dict[str, str]] = []
+    with_parts: list[dict[str, Any]] = []
+    images: list[tuple[str, str]] = []
+    for index, message in enumerate(messages):
+        content = message.content
+        if content is None or isinstance(content, str):
+            flat.append({"role": message.role, "content": content or ""})
+            with_parts.append({"role": message.role, "content": [{"type": "text", "text": content or ""}]})
+            continue
+        texts, parts = [], []
+        for number, part in enumerate(content):
+            where = f"messages[{index}].content[{number}]"
+            if part.type == "text":
+                if part.text is None:
+                    raise BadInput(f"{where}.text: a text part needs its text")
+                texts.append(part.text)
+                parts.append({"type": "text", "text": part.text})
+                continue
+            url = part.image_url.url if isinstance(part.image_url, ImageUrl) else part.image_url
+            if not url:
+                raise BadInput(f"{where}.image_url: an image_url part needs {{\"url\": ...}}")
+            images.append((f"{where}.image_url", url))
+            parts.append({"type": "image"})
+        flat.append({"role": message.role, "content": "".join(texts)})
+        with_parts.append({"role": message.role, "content": parts})
+    return flat, with_parts, images
 
 
-def _flatten_message(index: int, message: Any) -> dict[str, str]:
-    """{"role", "content"} with text content; a list of text parts is joined."""
-    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-        raise BadInput(f"messages[{index}]: expected an object with a string 'role'")
-    content = message.get("content", "")
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text":
-                raise BadInput(f"messages[{index}].content: only text parts are supported")
-            parts.append(str(part.get("text", "")))
-        content = "".join(parts)
-    if content is None:
-        content = ""
-    if not isinstance(content, str):
-        raise BadInput(f"messages[{index}].content: expected a string or a list of text parts")
-    return {"role": message["role"], "content": content}
+async def _vision_payload(request: Request, parts: list[dict[str, Any]],
+                          image_urls: list[tuple[str, str]]) -> dict[str, Any]:
+    """The images of a chat request as bytes (fetched or decoded, each checked), with the typed parts."""
+    settings = request.app.state.settings
+    if len(image_urls) > settings.max_images_per_request:
+        raise BadInput(f"messages: {len(image_urls)} images; at most MAX_IMAGES_PER_REQUEST="
+                       f"{settings.max_images_per_request} per request")
+    knobs = vision_settings()
+    images = [await load_image(where, url, knobs, settings.max_image_dimension) for where, url in image_urls]
+    return {"vision_messages": parts, "images": images}
 
 
-def _text_request(body: dict[str, Any], base: TextRequest) -> TextRequest:
+def _text_request(body: _Sampling, base: TextRequest) -> TextRequest:
     for field, reason in _REJECTED_FIELDS.items():
-        if body.get(field) not in (None, False, [], 0):
+        if getattr(body, field) not in (None, False, [], 0):
             raise BadInput(f"{field}: {reason}")
-    response_format = body.get("response_format")
-    if response_format not in (None, {}) and not (
-            isinstance(response_format, dict) and response_format.get("type") == "text"):
+    response_format = body.response_format
+    if response_format not in (None, {}) and response_format.get("type") != "text":
         raise BadInput("response_format: only {'type': 'text'} is supported by this server "
                        "(no JSON or schema-constrained output)")
-    n = body.get("n", 1)
-    if n != 1:
-        raise BadInput(f"n: only n=1 is supported, got {n!r}")
-    stop = body.get("stop")
-    if isinstance(stop, str):
-        stop = [stop]
-    elif stop is None:
-        stop = []
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    temperature = body.get("temperature", 1.0)
-    top_p = body.get("top_p", 1.0)
-    base.max_tokens = max_tokens
-    base.stop = stop
-    base.temperature = 1.0 if temperature is None else temperature
-    base.top_p = 1.0 if top_p is None else top_p
-    base.top_k = body.get("top_k") or None
-    if base.top_k == -1:
-        base.top_k = None
-    base.seed = body.get("seed")
-    base.ignore_eos = bool(body.get("ignore_eos", False))
-    base.min_tokens = body.get("min_tokens") or 0
+    if body.n not in (None, 1):
+        raise BadInput(f"n: only n=1 is supported, got {body.n!r}")
+    stop = body.stop
+    base.stop = [stop] if isinstance(stop, str) else list(stop or [])
+    base.max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
+    base.temperature = 1.0 if body.temperature is None else body.temperature
+    base.top_p = 1.0 if body.top_p is None else body.top_p
+    base.top_k = None if body.top_k in (None, 0, -1) else body.top_k
+    base.seed = body.seed
+    base.ignore_eos = body.ignore_eos
+    base.min_tokens = body.min_tokens or 0
     try:
         return base.validate(cap_max_tokens=False)
     except InvalidTextRequest as exc:
@@ -137,16 +211,15 @@ def _text_request(body: dict[str, Any], base: TextRequest) -> TextRequest:
 
 
 # ---- responses -----------------------------------------------------------------------------------
-async def _respond(request: Request, body: dict[str, Any], text_request: TextRequest, chat: bool):
+async def _respond(request: Request, body: _Sampling, text_request: TextRequest, chat: bool, pool=None):
     scheduler = scheduler_of(request)
-    model = body.get("model") or None
-    pool = scheduler.pool(model, KIND)
+    pool = pool or scheduler.pool(body.model, KIND)
     served = pool.model_id
-    stream = bool(body.get("stream", False))
+    stream = body.stream
     events = scheduler.stream(served, KIND, text_request.to_dict(), merge=merge_text_chunks)
     if not stream:
         return JSONResponse(await run_request(request, _collect(events, served, chat)))
-    include_usage = bool((body.get("stream_options") or {}).get("include_usage", False))
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
     first = await run_request(request, _first_event(events))
     return StreamingResponse(_sse(events, first, served, chat, include_usage),
                              media_type="text/event-stream",
@@ -192,11 +265,17 @@ async def _collect(events: AsyncIterator, model: str, chat: bool) -> dict[str, A
             "usage": usage}
 
 
-def _usage(summary: dict[str, Any]) -> dict[str, int]:
+def _usage(summary: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's usage; a vision model's prompt_tokens include the image tokens, which
+    prompt_tokens_details counts apart (image_tokens, and the images they came from)."""
     prompt = int(summary.get("prompt_tokens", 0))
     completion = int(summary.get("completion_tokens", 0))
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
+    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                             "total_tokens": prompt + completion}
+    if "image_tokens" in summary:
+        usage["prompt_tokens_details"] = {"image_tokens": int(summary["image_tokens"]),
+                                          "images": int(summary.get("images", 0))}
+    return usage
 
 
 class _SseFormat:

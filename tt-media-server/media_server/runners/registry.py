@@ -28,7 +28,10 @@ RUNNERS: dict[str, str] = {
     "whisper-large-v3-cpu": "media_server.runners.whisper_cpu:WhisperLargeV3Runner",
     "tt-whisper": "media_server.runners.whisper_tt:TTWhisperRunner",
     "embedding-cpu": "media_server.runners.embedding_cpu:EmbeddingCpuRunner",
+    "rerank-cpu": "media_server.runners.rerank_cpu:CrossEncoderRunner",
     "text-slots": "media_server.runners.text_slots:TextSlotsRunner",
+    "vision-hf": "media_server.runners.vision_hf:VisionHfRunner",
+    "tiny-random-qwen3-vl": "media_server.runners.vision_hf:TinyRandomQwen3VlRunner",
 }
 
 

@@ -1,0 +1,127 @@
+"""An ``image_url`` part -> image bytes, safely: data: URLs decoded, http(s) URLs fetched under limits.
+
+Every refusal is a ``BadInput`` (400) or ``PayloadTooLarge`` (413) naming the part
+(``messages[1].content[0].image_url``), never a 500 and never a silent skip.
+
+Fetch rules (``vision/settings.py``): http(s) only and only with ``ALLOW_REMOTE_IMAGES=1``; the
+host's every resolved address must be global (not loopback, private, link-local, multicast,
+reserved or unspecified) unless ``ALLOW_PRIVATE_IMAGE_URLS=1``; redirects are followed by hand,
+at most ``MAX_IMAGE_REDIRECTS``, each new location checked by the same rules; the whole fetch
+within ``REMOTE_IMAGE_TIMEOUT`` seconds; the body at most ``MAX_REMOTE_IMAGE_BYTES`` (read in
+chunks, cut off past the cap); the answer must be 200 with an ``image/*`` content type; the
+bytes must decode as an image within ``MAX_IMAGE_DIMENSION``.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import ipaddress
+import socket
+import urllib.parse
+
+from media_server.api.common import check_image
+from media_server.errors import BadInput, PayloadTooLarge
+from media_server.vision.settings import VisionSettings
+
+
+def _decode_data_url(where: str, url: str, limit: int) -> bytes:
+    header, comma, payload = url.partition(",")
+    if not comma:
+        raise BadInput(f"{where}: a data: URL needs a comma before its data")
+    media_type = header[5:].split(";")[0].strip().lower()
+    if media_type and not media_type.startswith("image/"):
+        raise BadInput(f"{where}: data: URL of type {media_type!r}; expected image/*")
+    if ";base64" not in header.lower():
+        raise BadInput(f"{where}: only base64 data: URLs are accepted (data:image/png;base64,...)")
+    if len(payload) > (limit * 4) // 3 + 8:
+        raise PayloadTooLarge(f"{where}: the image is over MAX_REMOTE_IMAGE_BYTES={limit}")
+    try:
+        return base64.b64decode(payload.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise BadInput(f"{where}: the data: URL is not valid base64") from None
+
+
+def _check_host(where: str, url: str, allow_private: bool) -> None:
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https"):
+        raise BadInput(f"{where}: only http(s) and data: image URLs are accepted, got {parsed.scheme or 'none'!r}")
+    host = parsed.hostname
+    if not host:
+        raise BadInput(f"{where}: the URL names no host")
+    if allow_private:
+        return
+    try:
+        infos = socket.getaddrinfo(host, parsed.port or (443 if parsed.scheme == "https" else 80),
+                                   type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise BadInput(f"{where}: cannot resolve host {host!r} ({exc})") from None
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0].split("%")[0])
+        if not address.is_global:
+            raise BadInput(f"{where}: host {host!r} resolves to {address}, a loopback/private/link-local "
+                           "address; refused (ALLOW_PRIVATE_IMAGE_URLS=1 allows it)")
+
+
+async def _fetch(where: str, url: str, knobs: VisionSettings) -> bytes:
+    import httpx
+
+    limit = knobs.max_remote_image_bytes
+    async with httpx.AsyncClient(follow_redirects=False, timeout=knobs.remote_image_timeout) as client:
+        for _ in range(knobs.max_image_redirects + 1):
+            await asyncio.to_thread(_check_host, where, url, knobs.allow_private_image_urls)
+            async with client.stream("GET", url, headers={"Accept": "image/*"}) as response:
+                if response.is_redirect:
+                    location = response.headers.get("location")
+                    if not location:
+                        raise BadInput(f"{where}: redirect {response.status_code} without a Location")
+                    url = urllib.parse.urljoin(url, location)
+                    continue
+                if response.status_code != 200:
+                    raise BadInput(f"{where}: fetching the image answered HTTP {response.status_code}")
+                content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if not content_type.startswith("image/"):
+                    raise BadInput(f"{where}: the URL's content type is {content_type or 'missing'!r}; "
+                                   "expected image/*")
+                declared = response.headers.get("content-length")
+                if declared and declared.isdigit() and int(declared) > limit:
+                    raise PayloadTooLarge(f"{where}: the image is {declared} bytes; over "
+                                          f"MAX_REMOTE_IMAGE_BYTES={limit}")
+                chunks, size = [], 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > limit:
+                        raise PayloadTooLarge(f"{where}: the image is over MAX_REMOTE_IMAGE_BYTES={limit}")
+                    chunks.append(chunk)
+                return b"".join(chunks)
+    raise BadInput(f"{where}: more than MAX_IMAGE_REDIRECTS={knobs.max_image_redirects} redirects")
+
+
+async def load_image(where: str, url: str, knobs: VisionSettings, max_dimension: int) -> bytes:
+    """The image bytes of one ``image_url`` part, checked to decode; 400/413 naming ``where`` otherwise."""
+    if not isinstance(url, str) or not url:
+        raise BadInput(f"{where}: expected a non-empty URL string")
+    if url[:5].lower() == "data:":
+        data = _decode_data_url(where, url, knobs.max_remote_image_bytes)
+    elif url.split(":", 1)[0].lower() in ("http", "https"):
+        if not knobs.allow_remote_images:
+            raise BadInput(f"{where}: http(s) image URLs are refused here (ALLOW_REMOTE_IMAGES=0); "
+                           "send the image as a data: URL")
+        try:
+            data = await asyncio.wait_for(_fetch(where, url, knobs), timeout=knobs.remote_image_timeout)
+        except (asyncio.TimeoutError, TimeoutError):
+            raise BadInput(f"{where}: fetching the image took over REMOTE_IMAGE_TIMEOUT="
+                           f"{knobs.remote_image_timeout:g} s") from None
+        except Exception as exc:  # noqa: BLE001 - transport faults are the URL's problem, named
+            from media_server.errors import MediaError
+
+            if isinstance(exc, MediaError):
+                raise
+            raise BadInput(f"{where}: fetching the image failed ({type(exc).__name__}: {exc})") from None
+    else:
+        raise BadInput(f"{where}: only http(s) and data: image URLs are accepted")
+    if len(data) > knobs.max_remote_image_bytes:
+        raise PayloadTooLarge(f"{where}: the image is {len(data)} bytes; over "
+                              f"MAX_REMOTE_IMAGE_BYTES={knobs.max_remote_image_bytes}")
+    check_image(where, data, max_dimension)
+    return data
