@@ -28,6 +28,7 @@ DECISIONS = (PASS, FAIL, INCONCLUSIVE, WAIVED)
 METHOD_STDERR = "normal: value ± 1.96 × the tool's standard error"
 METHOD_WILSON = "Wilson score interval of a rate"
 METHOD_BOOTSTRAP = "percentile bootstrap over items"
+METHOD_BOOTSTRAP_TWO_SAMPLE = "percentile bootstrap, each run's requests resampled on their own"
 METHOD_ORDER_STATISTIC = "distribution-free order-statistic interval of a quantile"
 METHOD_EXACT = "exact: every item of a fixed set is checked; no wider population is estimated"
 
@@ -92,6 +93,31 @@ def bootstrap_ratio(numerators: Sequence[float], denominators: Sequence[float], 
     lo = stats[int(0.025 * (len(stats) - 1))]
     hi = stats[int(math.ceil(0.975 * (len(stats) - 1)))]
     return Interval(lo, hi, METHOD_BOOTSTRAP)
+
+
+def bootstrap_ratio_of_means(values: Sequence[float], baseline: Sequence[float], *,
+                             iterations: int = 2000, seed: int = 0) -> Interval:
+    """Percentile bootstrap of mean(values) / mean(baseline) for two independent samples.
+
+    Why not ``bootstrap_ratio``: that one resamples paired items (a sentence's errors and its
+    words); two runs' requests are not paired, so each sample is resampled on its own, keeping each
+    run's own spread. Seeded: the same samples always give the same interval.
+    """
+    if not values or not baseline:
+        raise ValueError("bootstrap needs requests from both runs")
+    rng = random.Random(seed)
+    n, m = len(values), len(baseline)
+    stats = []
+    for _ in range(iterations):
+        den = sum(baseline[rng.randrange(m)] for _ in range(m)) / m
+        if den > 0:
+            stats.append((sum(values[rng.randrange(n)] for _ in range(n)) / n) / den)
+    if not stats:
+        raise ValueError("bootstrap: every resample of the baseline had a zero mean")
+    stats.sort()
+    lo = stats[int(0.025 * (len(stats) - 1))]
+    hi = stats[int(math.ceil(0.975 * (len(stats) - 1)))]
+    return Interval(lo, hi, METHOD_BOOTSTRAP_TWO_SAMPLE)
 
 
 def _binomial_cdfs(n: int, p: float) -> list[float]:

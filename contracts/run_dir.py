@@ -203,14 +203,20 @@ class RunDirectory:
 
 
 def host_facts() -> dict[str, Any]:
-    """CPU model, cores, total RAM and OS of this host (files only: cheap enough for every run)."""
+    """CPU model, cores, total RAM, OS (with the kernel) and a digest of the CPU flags of this host
+    (files only: cheap enough for every run); the run history's host fingerprint is made of them."""
     import platform
 
-    cpu = None
+    import hashlib
+
+    cpu = flags = None
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.lower().startswith("model name"):
+            if line.lower().startswith("model name") and cpu is None:
                 cpu = line.split(":", 1)[1].strip()
+            elif line.lower().startswith("flags") and flags is None:
+                flags = " ".join(sorted(line.split(":", 1)[1].split()))
+            if cpu is not None and flags is not None:
                 break
     except OSError:
         pass
@@ -223,7 +229,8 @@ def host_facts() -> dict[str, Any]:
     except (OSError, ValueError, IndexError):
         pass
     return {"cpu": cpu or platform.processor() or None, "cores": os.cpu_count(), "ram_gb": ram_gb,
-            "os": platform.platform()}
+            "os": platform.platform(),
+            "cpu_flags": hashlib.sha256(flags.encode()).hexdigest()[:16] if flags else None}
 
 
 def collect_outputs(run_dir: Path, workflow: str) -> list[str]:

