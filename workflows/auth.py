@@ -19,11 +19,15 @@ Resolution order (first match wins; the process environment overrides `.env`):
 
 from __future__ import annotations
 
+import functools
+import io
 import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+from dotenv import dotenv_values
 
 JWT_CLAIMS = {"team_id": "tenstorrent", "token_id": "debug-test"}
 
@@ -68,16 +72,19 @@ class DotenvError(ValueError):
 
 
 def load_dotenv(path: Path) -> dict[str, str]:
-    """Parse simple ``KEY=VALUE`` lines; ``#`` comments, blank lines and ``export`` prefixes allowed.
+    """``.env`` as python-dotenv reads it: the syntax the media server's settings (pydantic-settings)
+    and docker compose accept too, so one file means the same to every reader.
 
-    A value wrapped in matching single or double quotes is unquoted; nothing else is interpreted.
-    A missing file is an empty mapping; one that cannot be read as text raises ``DotenvError``
-    (a secret silently dropped would make the server refuse every request, far from the cause).
+    ``#`` comments (also after a value), blank lines, ``export`` prefixes, single or double quotes
+    (escapes inside double quotes) are understood; interpolation is off, so a secret holding ``$``
+    is taken as written. A name without ``=`` is ignored; a line python-dotenv cannot parse is
+    skipped with its warning on stderr. A missing file is an empty mapping; one that cannot be read
+    as text, or holds a NUL byte, raises ``DotenvError`` (a secret silently dropped would make the
+    server refuse every request, far from the cause).
     """
-    values: dict[str, str] = {}
     path = Path(path)
     if not path.is_file():
-        return values
+        return {}
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -85,21 +92,16 @@ def load_dotenv(path: Path) -> dict[str, str]:
         raise DotenvError(f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} on line {line})") from None
     except OSError as exc:
         raise DotenvError(f"{path} cannot be read: {exc.strerror or exc}") from None
-    for number, raw in enumerate(text.splitlines(), 1):
-        if "\0" in raw:
-            raise DotenvError(f"{path} line {number} holds a NUL byte")
-        line = raw.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        if line.startswith("export "):
-            line = line[len("export "):].lstrip()
-        key, _, value = line.partition("=")
-        key, value = key.strip(), value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        if key:
-            values[key] = value
-    return values
+    if "\0" in text:
+        raise DotenvError(f"{path} line {text[:text.index(chr(0))].count(chr(10)) + 1} holds a NUL byte")
+    return dict(_parse_dotenv(text))
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_dotenv(text: str) -> tuple[tuple[str, str], ...]:
+    """One parse per file content: a run reads ``.env`` in several places, its warnings print once."""
+    values = dotenv_values(stream=io.StringIO(text), interpolate=False)
+    return tuple((key, value) for key, value in values.items() if key and value is not None)
 
 
 def _lookup(name: str, env: Mapping[str, str], dotenv: Mapping[str, str]) -> str | None:

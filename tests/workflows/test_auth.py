@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib.util
 
 import jwt
+import pytest
 
 from contracts import REPO_ROOT
-from workflows.auth import REDACTED, SECRET_ENV_NAMES, Redactor, load_dotenv, make_jwt, resolve_auth
+from workflows.auth import (REDACTED, SECRET_ENV_NAMES, DotenvError, Redactor, load_dotenv, make_jwt,
+                            resolve_auth)
 
 LAUNCHER = REPO_ROOT / "vllm-tt-metal" / "src" / "run_vllm_api_server.py"
 
@@ -67,6 +69,15 @@ def test_dotenv_parsing(tmp_path):
     path.write_text("# c\nexport A=1\nB='quoted'\nC=\"dq\"\n\nnot a line\nD=\nE=x=y\n")
     assert load_dotenv(path) == {"A": "1", "B": "quoted", "C": "dq", "D": "", "E": "x=y"}
     assert load_dotenv(tmp_path / "missing") == {}
+
+
+def test_dotenv_is_read_as_python_dotenv_reads_it_with_no_interpolation(tmp_path):
+    path = tmp_path / ".env"
+    path.write_text('F=a # note\nG=$F${F}\nH="a\\nb"\n')
+    assert load_dotenv(path) == {"F": "a", "G": "$F${F}", "H": "a\nb"}  # a secret with "$" is kept as written
+    path.write_bytes(b"A=1\nB=x\x00y\n")
+    with pytest.raises(DotenvError, match="line 2 holds a NUL byte"):
+        load_dotenv(path)
 
 
 def test_one_secret_name_list_reaches_every_backend():
