@@ -8,7 +8,7 @@ value, or none, gets a generated ``req-<hex>``. The id is
   server-sent event streams included: the header goes out with the status line);
 - in every error body (``{"error": {..., "request_id"}}``, see ``errors.py``);
 - logged once per request when it ends (``METHOD /path -> status in N ms``; errors at INFO,
-  the rest at DEBUG);
+  the rest and the polled probes at DEBUG);
 - appended as ``request_id=<id>`` to every log line written while the request is handled (the
   server's own loggers and uvicorn's access line), through a context variable that the asyncio
   tasks of the request inherit.
@@ -25,6 +25,7 @@ import time
 import uuid
 
 HEADER = "x-request-id"
+PROBE_PATHS = frozenset({"/health", "/tt-liveness", "/ping", "/metrics"})  # polled: their 503s are not news
 _VALID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 _current: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
 log = logging.getLogger("media_server.request")
@@ -91,8 +92,9 @@ class RequestIdMiddleware:
             await send({"type": "http.response.body", "body": body})
             status = 500
         finally:
-            # One line per request (errors at INFO, the rest at DEBUG): the id, the route, the outcome.
-            log.log(logging.INFO if status >= 400 else logging.DEBUG, "%s %s -> %s in %.1f ms",
+            # One line per request (errors at INFO, the rest and the probes at DEBUG): id, route, outcome.
+            loud = status >= 400 and scope.get("path") not in PROBE_PATHS
+            log.log(logging.INFO if loud else logging.DEBUG, "%s %s -> %s in %.1f ms",
                     scope.get("method"), scope.get("path"), status or "no response",
                     (time.monotonic() - began) * 1000)
             _current.reset(token)
