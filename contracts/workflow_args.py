@@ -21,6 +21,7 @@ from contracts.workflow_keys import (
     BENCHMARK_ARGS,
     BENCHMARK_PASSTHROUGH,
     COMMON_ARGS,
+    COMPARE_ARGS,
     DEPLOY_ARGS,
     EVAL_ARGS,
     EVAL_PASSTHROUGH,
@@ -95,6 +96,14 @@ def accepted_keys(workflow: WorkflowType) -> frozenset[str]:
     return COMMON_KEYS | frozenset(WORKFLOW_ARGS.get(workflow, {}))
 
 
+def own_keys(workflow: WorkflowType) -> frozenset[str]:
+    """The keys ``workflow`` takes on the command line: its children's, plus the comparison keys
+    (``COMPARE_ARGS``) when its run ends with a report; those reach the reports step only."""
+    if workflow in (WorkflowType.SERVER, WorkflowType.DEPLOY):
+        return accepted_keys(workflow)
+    return accepted_keys(workflow) | frozenset(COMPARE_ARGS)
+
+
 def passthrough_workflows(workflow: WorkflowType) -> tuple[WorkflowType, ...]:
     """The workflows (``workflow`` itself, or a release's children) that take keys they do not own."""
     chain = RELEASE_SEQUENCE if workflow is WorkflowType.RELEASE else (workflow,)
@@ -110,13 +119,13 @@ def passthrough_problem(workflow: WorkflowType, key: str, value: str) -> str | N
 
 def passthrough_targets(workflow: WorkflowType, args: dict[str, str]) -> dict[str, list[str]]:
     """Each key ``workflow`` does not own -> the workflows it passes through to (recorded in cli_args.json)."""
-    own = accepted_keys(workflow)
+    own = own_keys(workflow)
     return {key: [w.value for w in passthrough_workflows(workflow) if passthrough_problem(w, key, value) is None]
             for key, value in args.items() if key not in own}
 
 
 def validate_workflow_args(workflow: WorkflowType, args: dict[str, str]) -> None:
-    valid = accepted_keys(workflow)
+    valid = own_keys(workflow)
     unknown = sorted(set(args) - valid)
     for key in unknown:
         close = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=_TYPO_CUTOFF)

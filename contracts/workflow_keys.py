@@ -108,8 +108,17 @@ DEPLOY_ARGS: Mapping[str, str] = {
     "storage_class": "storage class of the rendered weights claim",
 }
 
+#: The comparison with a baseline run (``--compare-to``): every workflow with a report takes them.
+COMPARE_ARGS: Mapping[str, str] = {
+    "regression_tolerance": "relative change a regression must exceed to fail, e.g. 0.05 (default: the spec's "
+                            "regression_tolerance, else 0.05)",
+    "on_regression": "fail (default) | warn: what a regression beyond the tolerance does to the verdict",
+    "compare_hosts": "same (default) | any: also compare with a run from a host with another fingerprint",
+}
+
 REPORT_ARGS: Mapping[str, str] = {
     "ignore_verdict": "true: render the report; the verdict does not set the exit code",
+    **COMPARE_ARGS,
 }
 
 #: Media client variants of the tests workflow take a subset of ``TEST_ARGS``.

@@ -38,7 +38,7 @@ LOGLIKELIHOOD = "loglikelihood"
 #: What each serving engine can do for lm-eval. ``loglikelihood`` needs /v1/completions with
 #: ``echo: true`` + legacy ``logprobs`` (prompt-token logprobs), which vLLM provides and llama.cpp's
 #: servers do not (llama-server rejects echo; llama-cpp-python returns logprob 0 for every prompt
-#: token, which would silently score garbage). A spec may override with ``supports_loglikelihood``.
+#: token, which would silently score garbage).
 ENGINE_CAPABILITIES: dict[str, frozenset[str]] = {
     "vllm": frozenset({"completions", "chat", LOGLIKELIHOOD}),
     "llamacpp": frozenset({"completions", "chat"}),
@@ -156,13 +156,8 @@ class EvalConfig:
         raise KeyError(name)
 
 
-def engine_supports_loglikelihood(spec: Mapping[str, object]) -> tuple[bool, str]:
-    """(supported, reason). The spec's ``supports_loglikelihood`` bool wins over the engine table."""
-    override = spec.get("supports_loglikelihood")
-    engine = str(spec.get("engine") or "")
-    if isinstance(override, bool):
-        why = "model spec sets supports_loglikelihood=" + str(override).lower()
-        return override, why
+def engine_supports_loglikelihood(engine: str) -> tuple[bool, str]:
+    """(supported, reason) for the spec's engine (``ModelSpec.engine``), from the capability table."""
     caps = ENGINE_CAPABILITIES.get(engine)
     if caps is None:
         return False, f"engine {engine!r} is not in the evals capability table"

@@ -25,7 +25,7 @@ same words every time.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -38,6 +38,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `evals.*` importable from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from contracts.client_main import BadInput, ClientInvocation, run_client
+from contracts.model_spec import ModelSpec, read_known_issues
 from evals.diagnosis import summarize_failure
 from evals.eval_config import EVAL_CONFIGS, parse_workflow_args
 from evals.eval_spec import (
@@ -71,8 +73,8 @@ def log(msg: str) -> None:
     print(f"[evals] {msg}", flush=True)
 
 
-def served_model_name(spec: dict) -> str:
-    return os.environ.get("TT_SERVED_MODEL_NAME") or spec.get("served_model_name") or spec["hf_model_repo"]
+def served_model_name(spec: ModelSpec) -> str:
+    return os.environ.get("TT_SERVED_MODEL_NAME") or spec.served_model_name or spec.hf_model_repo
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
@@ -148,12 +150,12 @@ def finished_record(task_dir: Path, mode: str, limit: int | None,
 class TaskRunner:
     """Runs the configured tasks one by one; owns the paths and shared settings of one run."""
 
-    def __init__(self, run_dir: Path, spec: dict, config: EvalConfig, server_url: str, mode: str, limit: int | None,
+    def __init__(self, run_dir: Path, spec: ModelSpec, config: EvalConfig, server_url: str, mode: str, limit: int | None,
                  sessions: LmEvalSessions | None = None):
         self.run_dir, self.spec, self.config = run_dir, spec, config
         self.server_url, self.mode, self.limit_override = server_url, mode, limit
         self.evals_dir = run_dir / "evals"
-        self.model_id = str(spec.get("model_id") or spec.get("model_name"))
+        self.model_id = spec.model_id or spec.model_name
         self.model = served_model_name(spec)
         self.bearer = os.environ.get("OPENAI_API_KEY") or None
         self.tokenizer_dir = os.environ.get("TT_TOKENIZER_DIR") or None
@@ -226,7 +228,7 @@ class TaskRunner:
         rec = self._base_record(task, "")
         try:
             if task.needs_loglikelihood:
-                ok, why = engine_supports_loglikelihood(self.spec)
+                ok, why = engine_supports_loglikelihood(self.spec.engine.value)
                 if not ok:
                     raise Refusal(f"refused: {task.task_name} needs loglikelihood and {why}")
             tok = choose_tokenizer(task, self.server_url, self.bearer, self.tokenizer_dir)
@@ -313,8 +315,8 @@ class TaskRunner:
         return out
 
     def write_outputs(self, records: list[EvalRecord]) -> None:
-        path = self.evals_dir / "outputs.json"
-        path.write_text(json.dumps({"outputs": self.outputs(records)}, indent=2) + "\n")
+        invocation = ClientInvocation("evals", self.run_dir, self.spec, self.server_url, {})
+        invocation.write_outputs(self.outputs(records))
 
 
 def _fmt(v: float | None, nd: int = 4) -> str:
@@ -346,60 +348,50 @@ def select_tasks(config: EvalConfig, wanted: set[str] | None) -> list[EvalTask]:
     return [t for t in config.tasks if t.task_name in wanted]
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from contracts.workflow_args import client_workflow_parser
-
-    # --disable-trace-capture is accepted for the common contract: evals send no warm-up sweep.
-    args = client_workflow_parser("Run lm-eval tasks against the served model.", server_required=True).parse_args(argv)
-    args.run_dir, args.model_spec_json = Path(args.run_dir), Path(args.model_spec_json)
-    return args
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        spec = json.loads(args.model_spec_json.read_text())
-        wf_args = json.loads(args.workflow_args_json or "{}")
-        if not isinstance(wf_args, dict):
-            raise TypeError("--workflow-args-json must be a JSON object")
-        mode, wanted, limit = parse_workflow_args({k: str(v) for k, v in wf_args.items()})
-        name = spec.get("model_name")
-        if name not in EVAL_CONFIGS:
-            raise ValueError(f"no eval config for model_name {name!r}; models with evals: {sorted(EVAL_CONFIGS)}")
-        config = EVAL_CONFIGS[name]
-        extra = passthrough_args({k: str(v) for k, v in wf_args.items()}, WORKFLOW_ARG_KEYS)
-        tasks = [apply_passthrough(t, extra) for t in select_tasks(config, wanted)]
-    except (OSError, ValueError, TypeError, KeyError) as e:
-        print(f"[evals] bad input: {e}", file=sys.stderr, flush=True)
-        return 2
+    # --disable-trace-capture is accepted for the common contract: evals send no warm-up sweep.
+    return run_client("evals", "Run lm-eval tasks against the served model.", run, argv, server_required=True,
+                      raise_on_signal=Terminated)
 
-    runner = TaskRunner(args.run_dir, spec, config, args.server_url, mode, limit)
+
+def run(inv: ClientInvocation) -> int:
+    spec = inv.spec
+    try:
+        mode, wanted, limit = parse_workflow_args(inv.workflow_args)
+        if spec.model_name not in EVAL_CONFIGS:
+            raise ValueError(f"no eval config for model_name {spec.model_name!r}; models with evals: "
+                             f"{sorted(EVAL_CONFIGS)}")
+        config = EVAL_CONFIGS[spec.model_name]
+        extra = passthrough_args(inv.workflow_args, WORKFLOW_ARG_KEYS)
+        tasks = [apply_passthrough(t, extra) for t in select_tasks(config, wanted)]
+    except (ValueError, TypeError, KeyError) as e:
+        raise BadInput(str(e)) from None
+
+    runner = TaskRunner(inv.run_dir, spec, config, inv.server_url, mode, limit)
     runner.passthrough = extra
     if extra:
         log(f"passed through to lm-eval: {' '.join(f'{k}={v}' for k, v in extra.items())}")
     runner.use_chat = all(t.model_class == LOCAL_CHAT_COMPLETIONS for t in tasks)
     runner.evals_dir.mkdir(parents=True, exist_ok=True)
     log(
-        f"model {config.model_name} (served as {runner.model}) at {args.server_url}; mode={mode}; "
+        f"model {config.model_name} (served as {runner.model}) at {inv.server_url}; mode={mode}; "
         f"tasks={[t.task_name for t in tasks]}"
     )
     records: list[EvalRecord] = []
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         for task in tasks:
             try:
                 rec = runner.run_task(task)
-            except (KeyboardInterrupt, Terminated) as exc:
-                signo = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
-                rec = runner.not_run(task, f"interrupted by {signo.name}; a rerun resumes it from its request cache")
+            except (KeyboardInterrupt, Terminated):
+                name = inv.stop.name or "SIGINT"
+                rec = runner.not_run(task, f"interrupted by {name}; a rerun resumes it from its request cache")
                 _keep(runner, records, task, rec)
                 print(result_table(records), flush=True)
-                log(f"interrupted ({signo.name}); the records of {len(records)} task(s) are kept")
-                return 128 + int(signo)
+                log(f"interrupted ({name}); the records of {len(records)} task(s) are kept")
+                return inv.stop.exit_code if inv.stop.requested else 128 + int(signal.SIGINT)
             _keep(runner, records, task, rec)
     finally:
         runner.sessions.close()
-        signal.signal(signal.SIGTERM, previous)
     if runner.sessions.import_s:
         log(f"lm-eval imported in {', '.join(f'{s:.0f} s' for s in runner.sessions.import_s)} (one process per "
             f"dataset environment)")
@@ -418,21 +410,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
-def waived_tasks(spec: dict) -> dict[str, str]:
+def waived_tasks(spec: ModelSpec) -> dict[str, str]:
     """Tasks the spec's ``known_issues`` waive for evals (task -> reason), read as the release verdict
     reads them: a waived task is still run and recorded, but does not fail the step."""
-    from contracts.model_spec import read_known_issues
-
-    issues, _ = read_known_issues(spec.get("known_issues"))
+    issues, _ = read_known_issues([dataclasses.asdict(k) for k in spec.known_issues])
     return {i.task: i.reason for i in issues if i.workflow == "evals"}
 
 
 class Terminated(Exception):
-    """SIGTERM, raised in the main thread so the lm-eval worker is stopped and records are kept."""
-
-
-def _raise_terminated(_signo, _frame) -> None:
-    raise Terminated()
+    """SIGINT/SIGTERM, raised in the main thread so the lm-eval worker is stopped and records are kept."""
 
 
 def _keep(runner: TaskRunner, records: list[EvalRecord], task: EvalTask, rec: EvalRecord) -> None:

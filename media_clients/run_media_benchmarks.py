@@ -16,6 +16,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from contracts.model_spec import ModelSpec  # noqa: E402
 from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper  # noqa: E402
 from media_clients.load import run_point  # noqa: E402
 from records.media import point_file_name  # noqa: E402
@@ -33,21 +34,21 @@ class PlannedPoint:
     source: str
 
 
-def plan_points(spec: dict, kind: str, mode: str) -> list[PlannedPoint]:
-    dms = spec.get("device_model_spec") or {}
-    max_con = max(1, int(dms.get("max_concurrency") or 1))
+def plan_points(spec: ModelSpec, kind: str, mode: str) -> list[PlannedPoint]:
+    dms = spec.device_model_spec
+    max_con = max(1, int(dms.max_concurrency or 1))
     base = spec_params(spec)
     points: list[PlannedPoint] = []
-    for ref in dms.get("perf_reference") or []:
-        if str(ref.get("task_type", "")) != kind:
+    for ref in dms.perf_reference:
+        if ref.task_type != kind:
             continue
-        con = int(ref.get("max_concurrency") or 1)
-        n = int(ref.get("num_prompts") or con)
+        con = int(ref.max_concurrency or 1)
+        n = int(ref.num_prompts or con)
         if mode == "smoke":
             n = max(con, min(n, SMOKE_REQUESTS * con))
         elif mode == "full":
             n *= 2
-        points.append(PlannedPoint(con, n, {**base, **(ref.get("params") or {})}, "perf_reference"))
+        points.append(PlannedPoint(con, n, {**base, **ref.params}, "perf_reference"))
     if mode != "smoke" or not points:
         covered = {p.concurrency for p in points}
         for con in sorted({1, min(2, max_con), max_con} - covered):
@@ -91,7 +92,7 @@ def run(run: ClientRun) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return main_wrapper(run, argv, __doc__.splitlines()[0])
+    return main_wrapper(run, argv, __doc__.splitlines()[0], "benchmarks")
 
 
 if __name__ == "__main__":

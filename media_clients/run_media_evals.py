@@ -90,7 +90,7 @@ def _png_size(png: bytes) -> tuple[int, int] | None:
 
 def eval_image(run: ClientRun) -> tuple[float, int, list[dict]]:
     workload = ImageWorkload(spec_params(run.spec))
-    env = run.spec.get("env_vars") or {}
+    env = run.spec.env_vars
     side = int(env.get("IMAGE_SIZE") or 0) or None
 
     def generate(seed: int) -> bytes:
@@ -142,7 +142,7 @@ def current_conditions(run: ClientRun, ref: Reference) -> dict[str, str]:
         module = data._speech_module()
         now.update(data=module.dataset_identity(), generator=module.generator_version())
     now["cpu_isa"] = cpu_isa()
-    env = run.spec.get("env_vars") or {}
+    env = run.spec.env_vars
     now["compute_type"] = str(env.get("WHISPER_COMPUTE_TYPE") or "int8") if run.kind == "speech" else "default"
     return {key: now[key] for key in ref.conditions if key in now}
 
@@ -153,7 +153,7 @@ def condition_differences(reference: dict[str, str], now: dict[str, str]) -> lis
 
 
 def run(run: ClientRun) -> int:
-    ref = reference_for(run.kind, str(run.spec.get("model_name", "")))
+    ref = reference_for(run.kind, run.spec.model_name)
     task_dir = run.out_dir("evals") / ref.task
     task_dir.mkdir(parents=True, exist_ok=True)
     command = shlex.join([sys.executable, "media_clients/run_media_evals.py", "--model-spec-json",
@@ -188,7 +188,7 @@ def run(run: ClientRun) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return main_wrapper(run, argv, __doc__.splitlines()[0])
+    return main_wrapper(run, argv, __doc__.splitlines()[0], "evals")
 
 
 if __name__ == "__main__":

@@ -339,7 +339,7 @@ def run(run: ClientRun) -> int:
     out = run.out_dir("tests")
     cases = select(SHARED + KIND_CASES[run.kind], run.workflow_args.get("markers"), run.workflow_args.get("test_name"))
     record = TestsRecord(name=f"media_api_{run.kind}", model_id=run.model_id, served_model_name=run.served_model_name,
-                         server_url=run.http.base_url, engine=str(run.spec.get("engine") or "media"),
+                         server_url=run.http.base_url, engine=run.spec.engine.value,
                          started=now_iso(), filters={k: run.workflow_args[k] for k in ("markers", "test_name")
                                                      if run.workflow_args.get(k)},
                          pytest_command="media_clients/run_media_tests.py (built-in cases, no pytest)")
@@ -364,7 +364,7 @@ def run(run: ClientRun) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return main_wrapper(run, argv, __doc__.splitlines()[0])
+    return main_wrapper(run, argv, __doc__.splitlines()[0], "tests")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from contracts.model_spec import ModelSpec
 from media_clients import data
 from media_clients.transport import Answer, MediaHttp
 from records.media import CNN, EMBEDDING, IMAGE, SPEECH
@@ -185,9 +186,9 @@ def workload_for(kind: str, params: dict | None = None) -> Workload:
     return WORKLOADS[kind](dict(params or {}))
 
 
-def spec_params(spec: dict) -> dict:
+def spec_params(spec: ModelSpec) -> dict:
     """Workload defaults from the spec's server settings (steps and image size the server was given)."""
-    env = spec.get("env_vars") or {}
+    env = spec.env_vars
     out: dict[str, Any] = {}
     if env.get("NUM_INFERENCE_STEPS"):
         out["num_inference_steps"] = int(env["NUM_INFERENCE_STEPS"])

@@ -44,6 +44,7 @@ from records.report import (
     BenchmarkRow,
     Blocker,
     Check,
+    Comparison,
     EvalRow,
     MediaRow,
     MediaTierCheck,
@@ -275,6 +276,7 @@ def decide(
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
     notes: Iterable[str] = (),
     media: Iterable[MediaRow] = (),
+    comparison: Comparison | None = None,
 ) -> Verdict:
     """Collect blockers, apply waivers, and return the verdict."""
     status = normalise_status(model_status)
@@ -343,6 +345,12 @@ def decide(
             if item.passed is False:
                 raw.append(Blocker(name, item.name, item.detail or f"status {item.status}"))
 
+    if comparison is not None:
+        comparison_checks, comparison_blockers, comparison_notes = judge_comparison(comparison)
+        checks.extend(comparison_checks)
+        raw.extend(comparison_blockers)
+        notes.extend(comparison_notes)
+
     blockers: list[Blocker] = []
     waived: list[Waived] = []
     for blocker in raw:
@@ -390,6 +398,39 @@ def _explained_sections(targets: list[TargetRow], evals: list[EvalRow], tests: S
     return out
 
 
+def judge_comparison(comparison: Comparison) -> tuple[list[Check], list[Blocker], list[str]]:
+    """The regression gate: one check per compared metric, a blocker per regression when the policy
+    is ``fail`` (``on_regression=warn``: shown, not failing).
+
+    A metric is ``regressed`` only when its whole 95% interval lies beyond the tolerance
+    (``reports.comparison.decide``), so noise never fails a release; a metric without per-request
+    records is inconclusive and not required (its run could not show a change either way).
+    """
+    checks, blockers, notes = [], [], []
+    tol = comparison.tolerance
+    gate = comparison.on_regression == "fail"
+    for metric in comparison.metrics:
+        target = 1 - tol if metric.higher_is_better else 1 + tol
+        decision = {"regressed": "fail", "inconclusive": "inconclusive"}.get(metric.decision, "pass")
+        detail = (f"{metric.decision}: ratio {metric.ratio} (95% CI {_fmt_ci(metric.ci95)}) against baseline "
+                  f"{comparison.baseline_run}; tolerance {tol:.0%}")
+        if decision == "inconclusive":
+            detail += "; no per-request records in a run, not required"
+        elif decision == "fail" and not gate:
+            detail += "; on_regression=warn: shown, not failing"
+        checks.append(Check(name=f"regression {metric.name}", category="comparison", item=metric.name,
+                            required=gate and decision != "inconclusive", value=metric.ratio, ci95=metric.ci95,
+                            ci_method="bootstrap over the requests of both runs", n=metric.n, target=target,
+                            decision=decision, detail=detail))
+        if decision == "fail":
+            (blockers.append(Blocker("comparison", metric.name, detail)) if gate
+             else notes.append(f"regression (warn only): {metric.name} {detail}"))
+    if not comparison.same_host:
+        notes.append(f"compared with {comparison.baseline_run} from a different host: "
+                     + "; ".join(comparison.host_differences))
+    return checks, blockers, notes
+
+
 def eval_check(ev: EvalRow) -> Check | None:
     """An eval row as a check decided on its interval; None when there was nothing to compare it
     with. Smoke runs decide only what their samples can: an inconclusive smoke score is shown, not
@@ -434,5 +475,6 @@ def _eval_detail(ev: EvalRow) -> str:
 
 
 __all__ = ["TIERS", "STATUS_TIERS", "check_tier", "check_metric_tier", "media_blockers", "decide", "eval_check",
+           "judge_comparison",
            "required_tiers", "evals_required",
            "parse_waivers", "Waiver", "max_error_rate", "error_rate_detail", "measured_values"]

@@ -10,7 +10,7 @@ import datetime as _dt
 import json
 import platform
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from records.bench import BenchPoint, point_key
 from contracts.typed_record import RecordError
@@ -22,6 +22,7 @@ from reports.section_tables import conformance_tables, stress_tables
 from records.report import (
     TIERS,
     BenchmarkRow,
+    Comparison,
     Environment,
     EvalRow,
     HostInfo,
@@ -32,6 +33,7 @@ from records.report import (
     SectionNotRun,
     StepSummary,
     TargetRow,
+    Verdict,
 )
 
 
@@ -92,7 +94,8 @@ def _gather_environment(manifest: dict[str, Any]) -> Environment:
             python=_str(block.get("python")),
             packages={str(k): str(v) for k, v in (block.get("packages") or {}).items()},
             host=HostInfo(cpu=_str(host.get("cpu")), cores=_int(host.get("cores")),
-                          ram_gb=_num(host.get("ram_gb")), os=_str(host.get("os"))),
+                          ram_gb=_num(host.get("ram_gb")), os=_str(host.get("os")),
+                          cpu_flags=_str(host.get("cpu_flags"))),
         )
     # The run did not record its environment: describe the host building the report, and
     # say so (source="report-time") rather than pretending these are the run's facts.
@@ -424,7 +427,11 @@ def load_inputs(run_dir: Path, model_spec_json: Path | None = None) -> tuple[dic
     return manifest, spec, cli_args
 
 
-def build_report(run_dir: Path, model_spec_json: Path | None = None) -> ReportRecord:
+def build_report(run_dir: Path, model_spec_json: Path | None = None,
+                 compare: Callable[[ReportRecord], Comparison | None] | None = None) -> ReportRecord:
+    """The run's report. ``compare``, when given, is called with the record before its verdict is
+    decided and returns the comparison with a baseline run (``reports.comparison``), which the one
+    judge then gates on; it is the only part of a report read from outside ``run_dir``."""
     run_dir = Path(run_dir)
     manifest, spec, cli_args = load_inputs(run_dir, model_spec_json)
     steps = _steps(manifest)
@@ -454,13 +461,15 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None) -> ReportRe
                     note=None if judged["tests"] else "not run")
     stress = Section(ran=judged["stress_tests"], items=stress_items, tables=stress_tables(run_dir),
                      note=None if judged["stress_tests"] else "not run")
-    verdict = judge.decide(
+    record = ReportRecord(
+        metadata=_metadata(manifest, spec, cli_args, steps),
+        verdict=Verdict(result="INCONCLUSIVE"), benchmarks=benchmarks, targets=targets, evals=evals, media=media,
+        tests=tests, stress_tests=stress, sections_not_run=not_run)
+    record.comparison = compare(record) if compare is not None else None
+    record.verdict = judge.decide(
         model_status=spec.get("status"), steps=steps, targets=targets, evals=evals,
         tests=tests, stress_tests=stress, benchmarks_judged=judged["benchmarks"],
         evals_judged=judged["evals"], known_issues=spec.get("known_issues"),
         record_problems=problems, benchmarks=benchmarks, max_error_rate=allowed_error_rate,
-        notes=[allowance_note] if allowance_note else [], media=media)
-    return ReportRecord(
-        metadata=_metadata(manifest, spec, cli_args, steps),
-        verdict=verdict, benchmarks=benchmarks, targets=targets, evals=evals, media=media,
-        tests=tests, stress_tests=stress, sections_not_run=not_run)
+        notes=[allowance_note] if allowance_note else [], media=media, comparison=record.comparison)
+    return record

@@ -77,6 +77,15 @@ def summarise(values: list[float], source: str = "requests") -> Distribution | N
 
 
 def from_requests(path: Path) -> tuple[Distribution | None, Distribution | None]:
+    values = request_values(path)
+    if values is None:
+        return None, None
+    return summarise(values[0]), summarise(values[1])
+
+
+def request_values(path: Path) -> tuple[list[float], list[float]] | None:
+    """(TTFTs, TPOTs) in ms of the completed, measured requests of a per-request file; None when
+    the file cannot be read."""
     ttfts: list[float] = []
     tpots: list[float] = []
     try:
@@ -97,8 +106,8 @@ def from_requests(path: Path) -> tuple[Distribution | None, Distribution | None]
                 if tpot is not None:
                     tpots.append(tpot)
     except OSError:
-        return None, None
-    return summarise(ttfts), summarise(tpots)
+        return None
+    return ttfts, tpots
 
 
 def from_metrics(metrics: dict, name: str) -> Distribution | None:

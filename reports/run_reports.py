@@ -57,6 +57,77 @@ def _workflow_args(text: str | None) -> dict:
     return value
 
 
+class RunHistory:
+    """The run history as the reports step uses it: the baseline of a comparison, then this run indexed.
+
+    A store that cannot be reached is said in one line and never stops the report: the run
+    directory keeps everything and ``run.py --workflow reports --output-dir RUN_DIR`` indexes it later.
+    """
+
+    def __init__(self, quiet: bool = False) -> None:
+        self._store, self._tried, self.quiet = None, False, quiet
+
+    def store(self):
+        if not self._tried:
+            self._tried = True
+            from history.store import HistoryError, open_store
+
+            try:
+                self._store = open_store()
+            except HistoryError as exc:
+                self.say(f"history: {exc}; this run is not indexed (its run directory keeps everything: "
+                         f"index it later with `python3 run.py --workflow reports --output-dir RUN_DIR`)")
+        return self._store
+
+    def say(self, line: str) -> None:
+        if not self.quiet:
+            print(f"reports: {line}", flush=True)
+
+    def comparer(self, run_dir: Path, model_spec_json: Path | None, wf_args: dict):
+        """The ``compare`` hook of ``build_report``: None when the run compares with nothing."""
+        from reports.builder import load_inputs
+        from reports.comparison import CompareError, baseline_from, build_comparison, settings_from
+
+        def compare(record):
+            try:
+                _, spec, cli_args = load_inputs(run_dir, model_spec_json)
+                settings = settings_from(cli_args, wf_args, spec, record.metadata.workflow)
+                if settings is None:
+                    return None
+                store = self.store()
+                found = baseline_from(settings, record, store)
+            except CompareError as exc:
+                self.say(f"comparison: {exc}; not compared")
+                return None
+            if found is None:
+                self.say("comparison: no earlier finished run of this spec on this host in the history; "
+                         "nothing to compare with")
+                return None
+            comparison = build_comparison(settings, record, run_dir, found[0], found[1], store)
+            self.say(f"comparison: against {comparison.baseline_run} ({len(comparison.metrics)} metric(s))")
+            return comparison
+
+        return compare
+
+    def index(self, record, run_dir: Path) -> None:
+        from history.store import HistoryError, shown_url
+
+        store = self.store()
+        if store is None:
+            return
+        try:
+            entry = store.index(record, run_dir)
+        except HistoryError as exc:
+            self.say(f"history: {exc}; the run directory keeps everything")
+            return
+        self.say(f"history: indexed {entry.run_id} in {shown_url(store.url)} (spec {entry.spec_key}, "
+                 f"host {entry.host_fingerprint})")
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
@@ -75,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
 
     run_dir: Path = args.run_dir
     print(f"reports: building the report from {run_dir}", flush=True)
+    history = RunHistory(quiet=args.final)
     try:
-        record = build_report(run_dir, args.model_spec_json)
+        record = build_report(run_dir, args.model_spec_json,
+                              compare=history.comparer(run_dir, args.model_spec_json, wf_args))
     except BadRunDir as exc:
         print(f"reports: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -90,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps({"outputs": outputs}, indent=2) + "\n", encoding="utf-8")
         for rel in outputs:
             print(f"reports: wrote {rel}", flush=True)
+        history.index(record, run_dir)
         if args.final:
             return EXIT_PASS  # the verdict was returned by the reports step; this only refreshes the files
         print_summary(record)

@@ -13,9 +13,7 @@ Its --workflow-args keys are declared in contracts.workflow_keys (TEST_ARGS).
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +22,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from contracts.client_main import EXIT_FAILED, EXIT_OK, BadInput, ClientInvocation, run_client  # noqa: E402
+from contracts.model_spec import ModelSpec  # noqa: E402
 from contracts.workflow_keys import TEST_ARGS  # noqa: E402
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
@@ -50,14 +50,13 @@ def pytest_command(junit: Path | None, markers: str | None, test_name: str | Non
     return cmd
 
 
-def suite_env(server_url: str, spec: dict) -> dict[str, str]:
+def suite_env(server_url: str, served_model_name: str, spec: ModelSpec) -> dict[str, str]:
     """The suite's settings (see cases/conftest.py); the bearer stays in OPENAI_API_KEY as given."""
     root = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ, TT_TEST_SERVER_URL=server_url, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["TT_SERVED_MODEL_NAME"] = (os.environ.get("TT_SERVED_MODEL_NAME") or spec.get("served_model_name")
-                                   or spec.get("hf_model_repo") or "")
-    env["TT_TEST_ENGINE"] = os.environ.get("TT_TEST_ENGINE") or str(spec.get("engine") or "")
+    env["TT_SERVED_MODEL_NAME"] = served_model_name
+    env["TT_TEST_ENGINE"] = os.environ.get("TT_TEST_ENGINE") or spec.engine.value
     return env
 
 
@@ -66,72 +65,60 @@ def _now() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from contracts.workflow_args import client_workflow_parser
+    return run_client("tests", "tt-inference-server tests workflow (API conformance)", run, argv,
+                      server_required=True)
 
-    a = client_workflow_parser("tt-inference-server tests workflow (API conformance)",
-                               server_required=True).parse_args(argv)
-    try:
-        spec = json.loads(Path(a.model_spec_json).read_text())
-        args = json.loads(a.workflow_args_json or "{}")
-        if not isinstance(args, dict):
-            raise ValueError("--workflow-args-json must be a JSON object")
-    except (OSError, ValueError) as exc:
-        print(f"ERROR: {exc}", file=sys.stderr, flush=True)
-        return 2
-    if not a.server_url:
-        print("ERROR: --server-url is empty: the tests workflow needs a live server", file=sys.stderr)
-        return 2
+
+def run(inv: ClientInvocation) -> int:
+    """Run the selected cases with pytest (same process group: a signal reaches it too and it winds down)."""
+    if not inv.server_url:
+        raise BadInput("--server-url is empty: the tests workflow needs a live server")
+    args = inv.workflow_args
     markers, test_name = args.get("markers") or None, args.get("test_name") or None
     list_only = str(args.get("list_tests", "")).lower() in _TRUE
-    out_dir = Path(a.run_dir) / "tests"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    junit = out_dir / "junit.xml"
-    env = suite_env(a.server_url, spec)
+    junit = inv.out_dir / "junit.xml"
+    env = suite_env(inv.server_url, inv.served_model_name, inv.spec)
     cmd = pytest_command(None if list_only else junit, markers, test_name, list_only)
-    _log(f"server {a.server_url}, model {env['TT_SERVED_MODEL_NAME']}, engine {env['TT_TEST_ENGINE'] or '?'}")
+    _log(f"server {inv.server_url}, model {env['TT_SERVED_MODEL_NAME']}, engine {env['TT_TEST_ENGINE'] or '?'}")
     _log("$ " + " ".join(cmd))
     started, t0 = _now(), time.monotonic()
-    signals: list[int] = []
-    for signum in (signal.SIGTERM, signal.SIGINT):  # pytest (same process group) gets it too and winds down
-        signal.signal(signum, lambda n, _f: signals.append(n))
     code = subprocess.call(cmd, env=env, cwd=str(CASES_DIR))
+    filters = {"markers": markers, "test_name": test_name}
     if list_only:
-        (out_dir / "outputs.json").write_text(json.dumps({"outputs": []}) + "\n")
-        return 0 if code == 0 else 2
-    if signals and junit.is_file():
-        _write_record(a, spec, env, cmd, junit, out_dir, started, time.monotonic() - t0,
-                      {"markers": markers, "test_name": test_name}, interrupted=True)
-        _log(f"interrupted by {signal.Signals(signals[0]).name}: the record keeps the cases that ran")
-        return 128 + signals[0]
-    if signals:
-        return 128 + signals[0]
+        inv.write_outputs([])
+        if code != 0:
+            raise BadInput(f"pytest could not list the cases (exit {code})")
+        return EXIT_OK
+    if inv.stop.requested:
+        if junit.is_file():
+            _write_record(inv, env, cmd, junit, started, time.monotonic() - t0, filters, interrupted=True)
+            _log(f"interrupted by {inv.stop.name}: the record keeps the cases that ran")
+        return inv.stop.exit_code
     if code in (4, 5) or not junit.is_file():
         why = "no case matches the filters" if code == 5 else f"pytest could not run the suite (exit {code})"
-        print(f"ERROR: {why} (markers={markers!r}, test_name={test_name!r})", file=sys.stderr, flush=True)
-        return 2
-    return _write_record(a, spec, env, cmd, junit, out_dir, started, time.monotonic() - t0,
-                         {"markers": markers, "test_name": test_name})
+        raise BadInput(f"{why} (markers={markers!r}, test_name={test_name!r})")
+    return _write_record(inv, env, cmd, junit, started, time.monotonic() - t0, filters)
 
 
-def _write_record(a, spec: dict, env: dict, cmd: list[str], junit: Path, out_dir: Path, started: str,
+def _write_record(inv: ClientInvocation, env: dict, cmd: list[str], junit: Path, started: str,
                   duration: float, filters: dict, interrupted: bool = False) -> int:
-    from server_tests.junit import read_cases
     from records.server_tests import TestsRecord
+    from server_tests.junit import read_cases
 
-    record = TestsRecord(model_id=str(spec.get("model_id") or ""), served_model_name=env["TT_SERVED_MODEL_NAME"],
-                         server_url=a.server_url, engine=env["TT_TEST_ENGINE"] or None,
+    record = TestsRecord(model_id=inv.spec.model_id, served_model_name=env["TT_SERVED_MODEL_NAME"],
+                         server_url=inv.server_url, engine=env["TT_TEST_ENGINE"] or None,
                          filters={k: v for k, v in filters.items() if v}, started=started,
-                         duration_s=round(duration, 3), junit_xml="tests/junit.xml",
+                         duration_s=round(duration, 3), junit_xml=inv.rel(junit),
                          pytest_command=" ".join(cmd[1:]), cases=read_cases(junit))
     record.summarise()
     if interrupted:
         record.passed, record.status = False, "failed"
         record.detail = "interrupted; " + record.detail
-    path = record.write(out_dir / "tests_record.json")
-    (out_dir / "outputs.json").write_text(json.dumps({"outputs": ["tests/junit.xml", "tests/tests_record.json"]}) + "\n")
+    path = record.write(inv.out_dir / "tests_record.json")
+    inv.write_outputs([junit, path])
     _log(f"{record.status.upper()}: {record.detail}")
     _log(f"record: {path}")
-    return 0 if record.passed else 1
+    return EXIT_OK if record.passed else EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -6,14 +6,44 @@ so a fix to how tests pick ports or start fake servers reaches every test at onc
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import socket
-from pathlib import Path
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 from contracts import REPO_ROOT
+from contracts.model_spec import ModelSpec
+
+
+CPU_SPEC_ID = "id_vllm-cpu_SmolLM2-135M-Instruct_cpu"
+MEDIA_SPEC_ID = "id_tt-media_all-MiniLM-L6-v2_cpu"
+
+
+@functools.lru_cache(maxsize=None)
+def _catalog_spec(spec_id: str) -> dict:
+    from workflows.catalog import load_catalog
+
+    return load_catalog().specs[spec_id].to_dict()
+
+
+def model_spec(spec_id: str = CPU_SPEC_ID, **changes) -> ModelSpec:
+    """A catalog spec with ``changes`` applied; ``device_model_spec`` changes merge key by key and
+    ``perf_reference`` entries may be plain dicts. Clients read every spec through ``ModelSpec``,
+    so a test's spec is a whole one, never a dict of the few keys a test thought of."""
+    data = copy.deepcopy(_catalog_spec(spec_id))
+    dms = dict(changes.pop("device_model_spec", {}))
+    data.update(changes)
+    data["device_model_spec"].update(dms)
+    return ModelSpec.from_dict(data)
+
+
+def write_model_spec(path: Path, spec_id: str = CPU_SPEC_ID, **changes) -> Path:
+    """``model_spec(...)`` written to ``path`` (what the orchestrator hands a client as --model-spec-json)."""
+    return model_spec(spec_id, **changes).write(Path(path))
 
 
 def free_port() -> int:

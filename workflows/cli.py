@@ -86,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "gateway (own process) fronts the server we launch; clients send an HS256 JWT "
                              "signed with JWT_SECRET (generated when unset)")
     parser.add_argument("--output-dir", help="run directory (default: workflow_logs/runs/<run_id>)")
+    parser.add_argument("--compare-to", metavar="last|RUN_DIR|RUN_ID",
+                        help="compare the results with a baseline run: the last run of the same spec on this host "
+                             "(the default of release when one exists), a run directory or a run id from the run "
+                             "history; a regression beyond regression_tolerance fails the verdict "
+                             "(--workflow-args on_regression=warn only shows it)")
     parser.add_argument("--ignore-verdict", action="store_true",
                         help="write reports but exit 0 even when the release verdict is FAIL")
     parser.add_argument("--list", action="store_true", help="print the catalog and exit")
@@ -226,6 +231,24 @@ class RunOptions:
         return dict(self.flags)
 
 
+def check_compare_to(value: str, workflow: WorkflowType) -> str:
+    """``last``, a run id, or a run directory (made absolute: the reports step runs elsewhere)."""
+    if workflow in (WorkflowType.SERVER, WorkflowType.DEPLOY):
+        raise UsageError(f"--compare-to compares results; --workflow {workflow.value} has none")
+    if value == "last":
+        return value
+    if not value.strip() or any(c in value for c in "\n\r\x00"):
+        raise UsageError(f"--compare-to {_shown(value)} is not last, a run directory or a run id")
+    path = Path(value).expanduser()
+    if path.is_dir():
+        if not (path / "manifest.json").is_file():
+            raise UsageError(f"--compare-to {_shown(value)} is a directory but not a run directory (no manifest.json)")
+        return str(path.resolve())
+    if "/" in value:
+        raise UsageError(f"--compare-to {_shown(value)}: no such run directory")
+    return value  # a run id, looked up in the run history by the reports step
+
+
 def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     """Parse and validate everything that does not need the resolved spec."""
     try:
@@ -296,6 +319,8 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     except (ServerUrlError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     ignore_verdict = ns.ignore_verdict or workflow_args.get("ignore_verdict", "").lower() in ("1", "true", "yes")
+    if ns.compare_to is not None:
+        flags["compare_to"] = check_compare_to(ns.compare_to, workflow)
     mode = ServerMode.LOCAL if ns.local_server else ServerMode.DOCKER if ns.docker_server else ServerMode.EXTERNAL
     device_ids = parse_device_ids(ns.device_id)
     return RunOptions(

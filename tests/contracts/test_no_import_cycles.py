@@ -146,8 +146,9 @@ LAYERS = {
     "contracts": set(),
     "records": {"contracts"},
     **{client: {"contracts", "records"} for client in CLIENTS},
-    "reports": {"contracts", "records"},
-    "workflows": {"contracts", "records"} | CLIENTS,
+    "history": {"contracts", "records"},  # the run history indexes report records
+    "reports": {"contracts", "records", "history"},
+    "workflows": {"contracts", "records", "history"} | CLIENTS,
 }
 LAYERS["stress_tests"] |= {"benchmarking", "media_clients"}
 

@@ -21,15 +21,10 @@ def pytest_configure(config):
 
 @pytest.fixture
 def smollm_spec() -> dict:
-    return {
-        "model_id": "id_vllm-cpu_SmolLM2-135M-Instruct_cpu",
-        "model_name": "SmolLM2-135M-Instruct",
-        "hf_model_repo": "HuggingFaceTB/SmolLM2-135M-Instruct",
-        "served_model_name": "SmolLM2-135M-Instruct",
-        "engine": "vllm",
-        "device_type": "cpu",
-        "status": "experimental",
-    }
+    """The catalog's CPU SmolLM2 spec as JSON (tests patch top-level keys of it)."""
+    from tests.helpers import model_spec
+
+    return model_spec().to_dict()
 
 
 @pytest.fixture

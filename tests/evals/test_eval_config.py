@@ -100,18 +100,8 @@ def test_task_validation():
         ScoreSpec(metric_keys=("acc,none",), published_score=80.4)
 
 
-@pytest.mark.parametrize(
-    "spec, ok",
-    [
-        ({"engine": "vllm"}, True),
-        ({"engine": "llamacpp"}, False),
-        ({"engine": "media"}, False),
-        ({"engine": "something-new"}, False),
-        ({"engine": "vllm", "supports_loglikelihood": False}, False),
-        ({"engine": "llamacpp", "supports_loglikelihood": True}, True),
-    ],
-)
-def test_engine_capabilities(spec, ok):
-    supported, why = engine_supports_loglikelihood(spec)
+@pytest.mark.parametrize("engine, ok", [("vllm", True), ("llamacpp", False), ("media", False), ("something-new", False)])
+def test_engine_capabilities(engine, ok):
+    supported, why = engine_supports_loglikelihood(engine)
     assert supported is ok and why
 

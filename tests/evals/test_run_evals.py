@@ -142,7 +142,7 @@ def test_failed_accuracy_counts_as_finished_and_exits_1(tmp_path, fake, smollm_s
     assert _main(tmp_path, spec) == 1 and fake.calls == []  # finished (failed) is not rerun
 
 
-@pytest.mark.parametrize("override", [{"engine": "llamacpp"}, {"engine": "vllm", "supports_loglikelihood": False}])
+@pytest.mark.parametrize("override", [{"engine": "media"}])
 def test_loglikelihood_refused_up_front(tmp_path, fake, smollm_spec, write_spec, override):
     assert _main(tmp_path, write_spec({**smollm_spec, **override})) == 1
     assert "tt_offline_mc" not in fake.tasks_run()  # lm-eval never started for it
@@ -268,11 +268,13 @@ def test_a_task_past_its_deadline_says_so(tmp_path, fake, smollm_spec, write_spe
 def test_known_issues_waive_a_task_for_the_exit_code_only():
     from evals.run_evals import waived_tasks
 
-    spec = {"known_issues": [{"workflow": "evals", "task": "tt_offline_mc", "reason": "no loglikelihood"},
-                             {"workflow": "evals", "task": "gsm8k", "reason": ""},
-                             {"workflow": "benchmarks", "task": "x", "reason": "other workflow"}]}
+    from tests.helpers import model_spec
+
+    spec = model_spec(known_issues=[{"workflow": "evals", "task": "tt_offline_mc", "reason": "no loglikelihood"},
+                                    {"workflow": "evals", "task": "gsm8k", "reason": ""},
+                                    {"workflow": "benchmarks", "task": "x", "reason": "other workflow"}])
     assert waived_tasks(spec) == {"tt_offline_mc": "no loglikelihood"}
-    assert waived_tasks({}) == {}
+    assert waived_tasks(model_spec(known_issues=[])) == {}
 
 
 def test_keys_evals_does_not_own_reach_lm_eval(tmp_path, fake, smollm_spec, write_spec):

@@ -9,6 +9,7 @@ import wave
 import zlib
 
 from media_clients import scoring
+from tests.helpers import model_spec
 from records.media import kind_of
 from media_clients.load import run_point
 from media_clients.probe import tiny_png, tone_wav
@@ -52,14 +53,15 @@ def test_probe_inputs_are_valid_png_and_wav():
         assert (clip.getframerate(), clip.getnchannels(), clip.getnframes()) == (16000, 1, 8000)
 
 
-def _spec(kind: str, refs: list[dict], max_con: int = 4) -> dict:
-    return {"model_type": kind, "env_vars": {"NUM_INFERENCE_STEPS": "4"},
-            "device_model_spec": {"max_concurrency": max_con, "perf_reference": refs}}
+def _spec(kind: str, refs: list[dict], max_con: int = 4):
+    return model_spec(model_type=kind, env_vars={"NUM_INFERENCE_STEPS": "4"},
+                      device_model_spec={"max_concurrency": max_con, "perf_reference": refs})
 
 
 def test_plan_points_takes_perf_references_then_sweeps_the_rest():
-    refs = [{"max_concurrency": 1, "num_prompts": 6, "task_type": "image", "params": {"num_inference_steps": 2}},
-            {"max_concurrency": 2, "num_prompts": 8, "task_type": "speech"}]  # another kind: ignored
+    refs = [{"isl": 0, "osl": 0, "max_concurrency": 1, "num_prompts": 6, "task_type": "image",
+             "params": {"num_inference_steps": 2}},
+            {"isl": 0, "osl": 0, "max_concurrency": 2, "num_prompts": 8, "task_type": "speech"}]  # another kind: ignored
     ci = plan_points(_spec("image", refs), "image", "ci")
     assert [(p.concurrency, p.source) for p in ci] == [(1, "perf_reference"), (2, "sweep"), (4, "sweep")]
     assert ci[0].params == {"num_inference_steps": 2} and ci[1].params == {"num_inference_steps": 4}

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from records.server_tests import TestsRecord
+from tests.helpers import CPU_SPEC_ID, MEDIA_SPEC_ID, write_model_spec
 from tests.server_tests.fake_openai import DEFECTS, FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,8 +51,8 @@ DEFECT_FOR_CASE = {
 def run_suite(tmp_path: Path, base_url: str, workflow_args: dict | None = None, engine: str = "vllm",
               api_key: str | None = KEY, model: str = MODEL, timeout: int = 600) -> subprocess.CompletedProcess:
     tmp_path.mkdir(parents=True, exist_ok=True)
-    spec = {"model_id": "fake", "served_model_name": model, "engine": engine}
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    write_model_spec(tmp_path / "spec.json", MEDIA_SPEC_ID if engine == "media" else CPU_SPEC_ID, model_id="fake",
+                     served_model_name=model)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TT_TEST_") and k != "OPENAI_API_KEY"}
     env.update(PYTHONPATH=str(REPO), TT_SERVED_MODEL_NAME=model)
     if api_key:
@@ -166,8 +167,7 @@ def test_sigterm_keeps_the_cases_that_ran(tmp_path):
     import signal
     import time
 
-    spec = {"model_id": "fake", "served_model_name": MODEL, "engine": "vllm"}
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    write_model_spec(tmp_path / "spec.json", model_id="fake", served_model_name=MODEL)
     env = dict(os.environ, PYTHONPATH=str(REPO), TT_SERVED_MODEL_NAME=MODEL, OPENAI_API_KEY=KEY)
     with FakeOpenAI(MODEL, KEY, delay_s=0.3) as fake:
         proc = subprocess.Popen([sys.executable, str(REPO / "server_tests" / "run_tests.py"), "--run-dir",

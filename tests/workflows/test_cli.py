@@ -137,7 +137,7 @@ def test_good_device_ids() -> None:
 def test_unknown_workflow_args_keys() -> None:
     message = error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "tests",
                        "--workflow-args", "mode=smoke colour=blue")
-    assert message == "unknown --workflow-args key(s) for tests: colour; valid keys: list_tests, markers, mode, test_name"
+    assert message == "unknown --workflow-args key(s) for tests: colour; valid keys: compare_hosts, list_tests, markers, mode, on_regression, regression_tolerance, test_name"
     assert error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "evals",
                     "--workflow-args", "mode=huge") == "--workflow-args mode='huge' is not one of: smoke, ci, full"
     assert error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "evals",

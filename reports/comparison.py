@@ -1,0 +1,224 @@
+"""This run against a baseline run: per metric the ratio, its 95% interval and a decision.
+
+Why per-request records: a mean alone cannot tell a 3% change from noise. Each metric's ratio
+(this run's mean / the baseline's) gets a bootstrap interval that resamples the requests of both
+runs on their own (``contracts.intervals.bootstrap_ratio_of_means``); the decision is made on that
+interval, never on the ratio alone:
+
+* ``regressed``: the whole interval is worse than the tolerance allows (above ``1 + tolerance`` for a
+  lower-is-better metric);
+* ``improved``: the whole interval is better than 1 by more than the tolerance;
+* ``within_noise``: anything else (no change beyond the tolerance that the samples can show);
+* ``inconclusive``: a run has no per-request records for the metric, so no interval exists.
+
+Compared today: every LLM benchmark point both runs measured (same ISL/OSL/concurrency), on mean
+TTFT and mean TPOT. The baseline is found in the run history (``last``, a run id) or given as a
+run directory; its numbers are read from its own run directory, the source of truth.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from contracts.intervals import bootstrap_ratio_of_means
+from records.report import Comparison, ComparisonMetric, ReportRecord, TrendPoint
+from reports.distributions import request_values
+
+DEFAULT_TOLERANCE = 0.05
+POLICIES = ("fail", "warn")
+#: Metrics compared per point: (name, index in ``request_values``' pair, higher is better).
+POINT_METRICS = (("ttft_ms", 0, False), ("tpot_ms", 1, False))
+#: Metrics the trend plot draws (per point), in this order.
+TREND_METRICS = ("ttft_ms", "tpot_ms")
+
+
+class CompareError(ValueError):
+    """The baseline asked for cannot be used; one line for the user."""
+
+
+@dataclass(frozen=True)
+class CompareSettings:
+    """What ``--compare-to`` and the comparison's workflow args asked for."""
+
+    requested: str
+    tolerance: float = DEFAULT_TOLERANCE
+    on_regression: str = "fail"
+    any_host: bool = False
+    default: bool = False  # chosen by the release default, not by the user
+
+
+def settings_from(cli_args: dict, workflow_args: dict, spec: dict, workflow: str | None) -> CompareSettings | None:
+    """The run's comparison settings, or None when the run compares with nothing.
+
+    ``--compare-to`` (cli_args.json) names the baseline; a release without it compares with ``last``.
+    The tolerance is ``regression_tolerance`` from --workflow-args, else the spec's
+    ``device_model_spec.regression_tolerance``, else 5%.
+    """
+    requested = cli_args.get("compare_to")
+    default = False
+    if not requested:
+        if workflow != "release":
+            return None
+        requested, default = "last", True
+    dms = spec.get("device_model_spec") if isinstance(spec.get("device_model_spec"), dict) else {}
+    raw = workflow_args.get("regression_tolerance", dms.get("regression_tolerance", DEFAULT_TOLERANCE))
+    try:
+        tolerance = float(raw)
+    except (TypeError, ValueError):
+        raise CompareError(f"regression_tolerance {raw!r} is not a number (a share, e.g. 0.05)") from None
+    if not 0 <= tolerance < 1:
+        raise CompareError(f"regression_tolerance {tolerance:g} is not a share between 0 and 1")
+    policy = str(workflow_args.get("on_regression", "fail"))
+    if policy not in POLICIES:
+        raise CompareError(f"on_regression={policy!r} is not one of: {', '.join(POLICIES)}")
+    any_host = str(workflow_args.get("compare_hosts", "same")) == "any"
+    return CompareSettings(str(requested), tolerance, policy, any_host, default)
+
+
+def decide(ci: list[float] | None, tolerance: float, higher_is_better: bool) -> str:
+    """The decision on the ratio's interval (module docstring)."""
+    if ci is None:
+        return "inconclusive"
+    low, high = ci
+    worse_low, worse_high = (1 / high, 1 / low) if higher_is_better and low > 0 else (low, high)
+    if higher_is_better and low <= 0:
+        return "inconclusive"
+    if worse_low > 1 + tolerance:
+        return "regressed"
+    if worse_high < 1 - tolerance:
+        return "improved"
+    return "within_noise"
+
+
+def _point_requests(run_dir: Path) -> dict[str, Path]:
+    """Point key (isl-..._osl-..._con-...) -> its per-request file, from the run's benchmark records."""
+    out: dict[str, Path] = {}
+    for path in sorted((run_dir / "benchmarks").glob("point_*.requests.jsonl")):
+        name = path.name.removeprefix("point_").removesuffix(".requests.jsonl")
+        key = "_".join(part for part in name.split("_") if not part.startswith("n-"))
+        out.setdefault(key, path)
+    return out
+
+
+def compare_runs(run_dir: Path, baseline_dir: Path, tolerance: float) -> tuple[list[ComparisonMetric], list[str]]:
+    """Every metric both runs measured, decided; and notes on what could not be compared."""
+    mine, theirs = _point_requests(run_dir), _point_requests(baseline_dir)
+    metrics, notes = [], []
+    only = sorted(set(mine) ^ set(theirs))
+    if only:
+        notes.append("points measured by one run only (not compared): " + ", ".join(only))
+    for key in sorted(set(mine) & set(theirs)):
+        values, base = request_values(mine[key]), request_values(theirs[key])
+        for name, index, higher in POINT_METRICS:
+            v = values[index] if values else []
+            b = base[index] if base else []
+            metric = ComparisonMetric(name=f"{key} {name}", higher_is_better=higher, n=len(v), baseline_n=len(b))
+            if v and b:
+                metric.value = round(sum(v) / len(v), 4)
+                metric.baseline = round(sum(b) / len(b), 4)
+                if metric.baseline > 0:
+                    metric.ratio = round(metric.value / metric.baseline, 4)
+                    try:
+                        metric.ci95 = bootstrap_ratio_of_means(v, b).as_list(4)
+                    except ValueError:
+                        metric.ci95 = None
+            metric.decision = decide(metric.ci95, tolerance, higher)
+            if metric.ci95 is None:
+                notes.append(f"{metric.name}: no per-request values in {'both runs' if not v and not b else 'one run'}"
+                             f"; not decided")
+            metrics.append(metric)
+    if not mine and not theirs:
+        notes.append("neither run measured LLM benchmark points; nothing to compare")
+    return metrics, notes
+
+
+def _report_of(run_dir: Path) -> ReportRecord:
+    """A run's report record: its report.json, else built from its files."""
+    path = run_dir / "reports" / "report.json"
+    if path.is_file():
+        try:
+            return ReportRecord.read(path)
+        except (OSError, ValueError):
+            pass
+    from reports.builder import build_report
+
+    return build_report(run_dir)
+
+
+def baseline_from(settings: CompareSettings, record: ReportRecord, store) -> tuple[Path, ReportRecord] | None:
+    """The baseline's run directory and report, or None when ``last`` finds no earlier run.
+
+    ``store`` is an open history store, or None when it could not be reached (then only a run
+    directory can be a baseline). Raises ``CompareError`` when the named baseline cannot be used.
+    """
+    from history.fingerprint import fingerprint, host_facts_of, spec_identity
+
+    requested = settings.requested
+    if requested == "last":
+        if store is None:
+            raise CompareError("--compare-to last needs the run history, which could not be reached")
+        ident = spec_identity(record)
+        host = None if settings.any_host else fingerprint(host_facts_of(record))
+        entry = store.last(ident.key, host, before=record.metadata.run_started, exclude=record.metadata.run_id,
+                           workflow=record.metadata.workflow)
+        if entry is None:
+            return None
+        path = Path(entry.run_dir)
+    elif Path(requested).is_dir():
+        path = Path(requested)
+    else:
+        if store is None:
+            raise CompareError(f"--compare-to {requested}: not a directory, and the run history (to look the run "
+                               f"id up) could not be reached")
+        entry = store.get(requested)
+        if entry is None:
+            raise CompareError(f"--compare-to {requested}: no such run directory and no run with that id in the "
+                               f"history")
+        path = Path(entry.run_dir)
+    if not (path / "manifest.json").is_file():
+        raise CompareError(f"baseline run directory {path} is gone or is not a run directory (no manifest.json)")
+    try:
+        return path, _report_of(path)
+    except Exception as exc:  # noqa: BLE001 - a broken baseline is named, never a traceback
+        raise CompareError(f"baseline {path} cannot be read: {type(exc).__name__}: {exc}") from None
+
+
+def build_comparison(settings: CompareSettings, record: ReportRecord, run_dir: Path,
+                     baseline_dir: Path, baseline: ReportRecord, store) -> Comparison:
+    """The ``comparison`` block of the report (without the verdict, which the judge adds)."""
+    from history.fingerprint import fingerprint, host_differences, host_facts_of, spec_identity
+
+    mine, theirs = host_facts_of(record), host_facts_of(baseline)
+    same = fingerprint(mine) == fingerprint(theirs)
+    metrics, notes = compare_runs(run_dir, baseline_dir, settings.tolerance)
+    comparison = Comparison(
+        baseline_run=baseline.metadata.run_id, baseline_started=baseline.metadata.run_started,
+        baseline_dir=str(baseline_dir.resolve()), requested=settings.requested, tolerance=settings.tolerance,
+        on_regression=settings.on_regression, same_host=same,
+        host_differences=[] if same else host_differences(mine, theirs),
+        baseline_spec_version=baseline.metadata.model_version, metrics=metrics, notes=notes)
+    if not same:
+        comparison.notes.append("the hosts differ (" + "; ".join(comparison.host_differences) + "): the ratios "
+                                "include the host difference")
+    if store is not None:
+        ident = spec_identity(record)
+        for entry in store.trend(ident.key, fingerprint(mine), until=record.metadata.run_started):
+            if entry.run_id == record.metadata.run_id:
+                continue
+            comparison.trend.append(TrendPoint(entry.run_id, entry.started, entry.verdict, _trend_metrics(
+                entry.metrics)))
+    from history.store import headline_metrics
+
+    comparison.trend.append(TrendPoint(record.metadata.run_id, record.metadata.run_started, None,
+                                       _trend_metrics(headline_metrics(record))))
+    return comparison
+
+
+def _trend_metrics(metrics: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in metrics.items() if k.rsplit(" ", 1)[-1] in TREND_METRICS}
+
+
+def describe(settings: CompareSettings) -> str:
+    return json.dumps({"compare_to": settings.requested, "tolerance": settings.tolerance,
+                       "on_regression": settings.on_regression, "any_host": settings.any_host})
