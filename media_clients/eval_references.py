@@ -44,6 +44,10 @@ KIND_TASKS: dict[str, Reference] = {
     "image": Reference("image_consistency", "share of checks passed: PNG of the requested size, same seed -> "
                        "same image, other seed -> other image", 1.0,
                        "a deterministic pipeline passes every check (content is not judged)", 0.0, every_item=True),
+    "vision": Reference("vision_consistency", "share of checks passed: image tokens counted in prompt_tokens, two "
+                        "images -> twice the image tokens, bigger image -> more, greedy repeats, streaming with an "
+                        "image", 1.0, "a correct server passes every check (the words are not judged: the CPU "
+                        "model is a random-weight fake)", 0.0, every_item=True),
 }
 
 #: Per-model overrides, measured on the CPU machine class (2-core AVX2 EPYC).

@@ -14,7 +14,7 @@ import wave
 import zlib
 
 from media_clients.transport import Answer, MediaHttp
-from records.media import CNN, EMBEDDING, IMAGE, SPEECH
+from records.media import CNN, EMBEDDING, IMAGE, SPEECH, VISION
 
 
 def tiny_png(side: int = 32) -> bytes:
@@ -53,4 +53,9 @@ def one_item(http: MediaHttp, kind: str, model: str, timeout_s: float) -> Answer
                                                        "top_k": 1}, timeout_s=timeout_s)
     if kind == EMBEDDING:
         return http.post_json("/v1/embeddings", {"model": model, "input": "readiness probe"}, timeout_s=timeout_s)
+    if kind == VISION:
+        url = "data:image/png;base64," + base64.b64encode(tiny_png()).decode()
+        return http.post_json("/v1/chat/completions", {"model": model, "max_tokens": 1, "messages": [
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
+                                         {"type": "text", "text": "readiness probe"}]}]}, timeout_s=timeout_s)
     raise ValueError(f"no one-item probe for kind {kind!r}")

@@ -4,7 +4,8 @@
 - speech: word error rate of the transcripts of the espeak-ng sentence set (scored as 1 - WER);
 - cnn: top-5 on scikit-image's cat and coffee photos;
 - embedding: retrieval sanity, paraphrases rank above unrelated sentences;
-- image: PNG of the requested size, seeded determinism (the same seed gives the same image).
+- image: PNG of the requested size, seeded determinism (the same seed gives the same image);
+- vision: image tokens counted and consistent (one, two, bigger images), greedy repeats, streaming.
 Details per item (transcripts, labels, similarities) go to ``evals/<task>/items.json``.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ from records.evals import STATUS_ERROR, STATUS_FAILED, AccuracyCheck, EvalRecord
 from media_clients import data, scoring  # noqa: E402
 from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper  # noqa: E402
 from media_clients.eval_references import Reference, reference_for  # noqa: E402
+from media_clients.vision import eval_checks  # noqa: E402
 from media_clients.workloads import (CnnWorkload, EmbeddingWorkload, ImageWorkload, SpeechWorkload,  # noqa: E402
                                      describe, spec_params)
 
@@ -113,7 +115,15 @@ def eval_image(run: ClientRun) -> tuple[float, int, list[dict]]:
     return sum(i["passed"] for i in checks) / len(checks), len(checks), checks
 
 
-EVALS = {"speech": eval_speech, "cnn": eval_cnn, "embedding": eval_embedding, "image": eval_image}
+def eval_vision(run: ClientRun) -> tuple[float, int, list[dict]]:
+    checks = eval_checks(run.http, run.served_model_name)
+    for item in checks:
+        log(f"{item['check']}: {'ok' if item['passed'] else 'FAILED ' + str(item['error'])}")
+    return sum(i["passed"] for i in checks) / len(checks), len(checks), checks
+
+
+EVALS = {"speech": eval_speech, "cnn": eval_cnn, "embedding": eval_embedding, "image": eval_image,
+         "vision": eval_vision}
 
 
 def score_interval(kind: str, ref: Reference, value: float, items: list[dict]) -> Interval:

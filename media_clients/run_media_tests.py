@@ -21,6 +21,7 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
 from media_clients import data  # noqa: E402
 from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper, now_iso  # noqa: E402
 from media_clients.transport import Answer, MediaHttp  # noqa: E402
+from media_clients.vision import VISION_CASES  # noqa: E402
 from media_clients.workloads import (CnnWorkload, EmbeddingWorkload, ImageWorkload, SpeechWorkload,  # noqa: E402
                                      describe, spec_params)
 from contracts.workflow_keys import MEDIA_TEST_ARGS  # noqa: E402
@@ -260,7 +261,13 @@ SHARED = (Case("prerequisite/liveness", ("prerequisite", "smoke"), liveness),
           Case("models/lists_served_model", ("param", "smoke"), models_lists_served),
           Case("auth/bearer_required", ("error", "smoke"), auth_required))
 
+
+def _vision_case(check: Callable[[MediaHttp, str], None]) -> Callable[[ClientRun], None]:
+    return lambda run: check(run.http, run.served_model_name)
+
+
 KIND_CASES: dict[str, tuple[Case, ...]] = {
+    "vision": tuple(Case(name, markers, _vision_case(check)) for name, markers, check in VISION_CASES),
     "image": (Case("image/generate_ok", ("param", "smoke"), image_ok),
               Case("image/steps_out_of_range_400", ("param", "error"), image_bad_steps),
               Case("image/missing_prompt_400", ("error",), image_missing_prompt),
@@ -311,7 +318,7 @@ def run_case(run: ClientRun, case: Case, blocked: str | None) -> CaseResult:
     try:
         case.body(run)
         outcome, message = "passed", None
-    except CaseFailed as exc:
+    except AssertionError as exc:  # CaseFailed, and the kind modules' own check failures
         outcome, message = "failed", str(exc).splitlines()[0][:400]
     except CaseSkipped as exc:
         outcome, message = "skipped", str(exc)

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from contracts.model_spec import ModelSpec
 from media_clients import data
 from media_clients.transport import Answer, MediaHttp
-from records.media import CNN, EMBEDDING, IMAGE, SPEECH
+from records.media import CNN, EMBEDDING, IMAGE, SPEECH, VISION
 
 
 @dataclass
@@ -178,8 +178,46 @@ class EmbeddingWorkload(Workload):
         return {"items_per_s": _per_s(sum(s.items for s in sent if s.ok), duration_s)}
 
 
+class VisionWorkload(Workload):
+    """Chat requests with ``images_per_request`` PNGs (``image_side`` px) as data: URLs; greedy, short answers."""
+
+    def __init__(self, params: dict) -> None:
+        super().__init__(VISION, "/v1/chat/completions", {"images_per_request": int(params.get("images_per_request", 1)),
+                                                          "image_side": int(params.get("image_side", 64)),
+                                                          "max_tokens": int(params.get("max_tokens", 8)), **params})
+
+    def body(self, model: str, index: int) -> dict:
+        from media_clients.probe import tiny_png
+
+        side = self.params["image_side"]
+        url = "data:image/png;base64," + base64.b64encode(tiny_png(side)).decode()
+        parts = [{"type": "image_url", "image_url": {"url": url}}] * self.params["images_per_request"]
+        parts = parts + [{"type": "text", "text": f"Describe image set {index}."}]
+        return {"model": model, "messages": [{"role": "user", "content": parts}],
+                "max_tokens": self.params["max_tokens"], "temperature": 0}
+
+    def send(self, http: MediaHttp, model: str, index: int) -> Sent:
+        answer = http.post_json(self.endpoint, self.body(model, index))
+        images = self.params["images_per_request"]
+        cls, msg = check(answer, lambda b: None if b.get("choices") and isinstance(
+            ((b.get("usage") or {}).get("prompt_tokens_details") or {}).get("image_tokens"), int)
+            and b["usage"]["prompt_tokens_details"]["image_tokens"] > 0 else "no usage.prompt_tokens_details.image_tokens")
+        return Sent(answer, images, 0.0, cls, msg)
+
+    def figures(self, sent, duration_s, latencies_ms):
+        done = [s for s in sent if s.ok]
+        usages = [s.answer.json()["usage"] for s in done]
+        images = sum(s.items for s in done)
+        image_tokens = sum(u["prompt_tokens_details"]["image_tokens"] for u in usages)
+        return {"images_per_request": round(images / len(done), 6) if done else None,
+                "prompt_tokens_per_image": round(image_tokens / images, 6) if images else None,
+                "prompt_tokens_per_request": round(sum(u["prompt_tokens"] for u in usages) / len(done), 6)
+                if done else None,
+                "images_per_s": _per_s(images, duration_s)}
+
+
 WORKLOADS: dict[str, type[Workload]] = {IMAGE: ImageWorkload, SPEECH: SpeechWorkload, CNN: CnnWorkload,
-                                        EMBEDDING: EmbeddingWorkload}
+                                        EMBEDDING: EmbeddingWorkload, VISION: VisionWorkload}
 
 
 def workload_for(kind: str, params: dict | None = None) -> Workload:

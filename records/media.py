@@ -16,10 +16,12 @@ SCHEMA = "tt-media-point/1"
 # Which client variant a model spec needs, from its ``model_type``. Why by ``model_type``: the
 # engine says who serves the model, the kind says what a request looks like. The media server also
 # serves text models, and those are measured like any LLM.
-IMAGE, SPEECH, CNN, EMBEDDING = "image", "speech", "cnn", "embedding"
+IMAGE, SPEECH, CNN, EMBEDDING, VISION = "image", "speech", "cnn", "embedding", "vision"
 #: Kinds with a media client variant; any other model_type (LLM, text, ...) uses the LLM clients.
-MEDIA_KINDS = (IMAGE, SPEECH, CNN, EMBEDDING)
-_ALIASES = {"audio": SPEECH, "asr": SPEECH, "classification": CNN, "embeddings": EMBEDDING, "images": IMAGE}
+#: vision: chat with image_url parts (a vision-language model), measured by its images and image tokens.
+MEDIA_KINDS = (IMAGE, SPEECH, CNN, EMBEDDING, VISION)
+_ALIASES = {"audio": SPEECH, "asr": SPEECH, "classification": CNN, "embeddings": EMBEDDING, "images": IMAGE,
+            "vlm": VISION, "image-text-to-text": VISION}
 
 
 def kind_of(spec: Any) -> str | None:
@@ -32,12 +34,17 @@ def kind_of(spec: Any) -> str | None:
 
 #: The headline figures a point may carry, by name; a target in the performance reference uses the same name.
 FIGURE_LEGEND: dict[str, str] = {
-    "images_per_s": "Images generated per second over the point (completed images / wall time).",
+    "images_per_s": "Images generated (image kind) or read (vision kind) per second over the point (completed "
+                    "images / wall time).",
     "s_per_step": "Seconds per denoising step: mean end-to-end latency / num_inference_steps.",
     "rtf": "Real-time factor: mean over requests of processing time / audio duration (below 1 = faster "
            "than real time).",
     "audio_s_per_s": "Seconds of audio transcribed per wall-clock second over the point.",
     "items_per_s": "Items classified or embedded per second over the point (completed items / wall time).",
+    "images_per_request": "Images sent per vision chat request (mean over completed requests).",
+    "prompt_tokens_per_image": "Image tokens the model read per image: usage.prompt_tokens_details.image_tokens / "
+                               "images, over completed vision requests.",
+    "prompt_tokens_per_request": "usage.prompt_tokens per vision chat request (text and image tokens), mean.",
     "latency_p50_ms": "Median end-to-end request latency.",
     "latency_p95_ms": "95th percentile end-to-end request latency.",
 }
@@ -55,7 +62,7 @@ class MediaPoint(TypedRecord):
 
     model_id: str = described("Model spec id of the run.")
     served_model_name: str = described("Model name sent in every request.")
-    kind: str = described("Model kind: image, speech, cnn or embedding.")
+    kind: str = described("Model kind: image, speech, cnn, embedding or vision.")
     endpoint: str = described("Endpoint the requests were sent to.")
     max_concurrency: int = described("Requests in flight at once.")
     num_requests: int = described("Requests sent for the point (warm-up excluded).")

@@ -1,6 +1,7 @@
 """Media points as tables, one per model kind, for every renderer (markdown, HTML, console, CSV).
 
-Each kind shows its own headline figures (images/s and s/step; real-time factor; items/s) beside
+Each kind shows its own headline figures (images/s and s/step; real-time factor; items/s;
+images and image tokens per request) beside
 the shared request counts, latency percentiles and the judged tiers.
 """
 from __future__ import annotations
@@ -11,13 +12,15 @@ from reports import views
 from records.report import MediaRow, ReportRecord
 
 KIND_TITLES = {"image": "Image generation", "speech": "Speech transcription", "cnn": "Image classification (CNN)",
-               "embedding": "Embeddings"}
+               "embedding": "Embeddings", "vision": "Vision chat (image_url parts)"}
 #: Per kind: (column header, figure name, decimals).
 KIND_FIGURES: dict[str, list[tuple[str, str, int]]] = {
     "image": [("images/s", "images_per_s", 3), ("s/step", "s_per_step", 3)],
     "speech": [("RTF", "rtf", 3), ("audio s/s", "audio_s_per_s", 2)],
     "cnn": [("items/s", "items_per_s", 2)],
     "embedding": [("items/s", "items_per_s", 2)],
+    "vision": [("images/request", "images_per_request", 1), ("prompt tokens/image", "prompt_tokens_per_image", 1),
+               ("prompt tokens/request", "prompt_tokens_per_request", 1), ("images/s", "images_per_s", 3)],
 }
 
 

@@ -37,7 +37,7 @@ def test_media_specs_are_media_and_carry_no_vllm_settings():
         if s.impl.impl_name != "tt-media":
             continue
         assert s.engine is InferenceEngine.MEDIA
-        assert s.model_type in ("image", "speech", "cnn", "embedding", "text")
+        assert s.model_type in ("image", "speech", "cnn", "embedding", "vision", "text")
         assert s.device_model_spec.vllm_args == {}
         assert not any(k.startswith("VLLM_") for k in s.env_vars), s.model_id
         assert s.env_vars.get("MODELS", "").startswith(s.served_model_name + "="), s.model_id
