@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -37,13 +36,3 @@ def speech_set():
         pytest.skip(message)
     return module.ensure_speech_data()
 
-
-_NUMBERS = {str(n): word for n, word in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
-
-
-def normalize(text: str) -> str:
-    """Lower case, no punctuation, small numbers as words: what a word error rate should compare."""
-    text = text.lower().replace("-", " ")
-    text = re.sub(r"[^a-z0-9' ]+", " ", text)
-    return " ".join(_NUMBERS.get(word, word) for word in text.split())
