@@ -11,12 +11,13 @@ import urllib.request
 from contracts.openai_http import bearer_headers
 
 
-def parse_prometheus(text: str) -> dict[str, float]:
-    """{'name{labels}': value} for every sample line (comments and bad lines skipped)."""
+def parse_prometheus(text: str, names: tuple[str, ...] | None = None) -> dict[str, float]:
+    """{'name{labels}': value} for every sample line (comments and bad lines skipped); with ``names``,
+    only the samples of those metrics (a once-a-second sampler skips the histogram buckets)."""
     out: dict[str, float] = {}
     for line in text.splitlines():
         line = line.strip()
-        if not line or line.startswith("#"):
+        if not line or line.startswith("#") or (names is not None and not line.startswith(names)):
             continue
         # the value is the first field after the (possibly label-containing) name
         if "}" in line:
@@ -34,14 +35,16 @@ def parse_prometheus(text: str) -> dict[str, float]:
     return out
 
 
-def fetch_metrics(base_url: str, api_key: str | None = None, timeout: float = 10.0) -> dict[str, float] | None:
-    """Snapshot of the server's /metrics, or None when it has none."""
+def fetch_metrics(base_url: str, api_key: str | None = None, timeout: float = 10.0,
+                  names: tuple[str, ...] | None = None) -> dict[str, float] | None:
+    """Snapshot of the server's /metrics (only metrics starting with ``names`` when given), or None
+    when it has none."""
     req = urllib.request.Request(base_url.rstrip("/") + "/metrics", headers=bearer_headers(api_key))
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             if resp.status != 200:
                 return None
-            return parse_prometheus(resp.read().decode("utf-8", "replace"))
+            return parse_prometheus(resp.read().decode("utf-8", "replace"), names)
     except Exception:  # noqa: BLE001 - no metrics endpoint is a normal case
         return None
 

@@ -100,7 +100,9 @@ async def _run_batch(transport, items: list[WorkItem], offsets: list[float], con
                     me = asyncio.current_task()
                     sleeping.add(me)
                     try:
-                        await asyncio.sleep(delay)
+                        while delay > 0:  # uvloop's timers are whole ms: a wake-up can come early
+                            await asyncio.sleep(delay)
+                            delay = t0 + offsets[i] - perf()
                     except asyncio.CancelledError:
                         return  # woken by a stop: this request is never sent
                     finally:

@@ -41,6 +41,8 @@ RATIOS = {
                         "tt_media_server_batch_size_sum", "tt_media_server_batch_size_count"),
 }
 SERIES_HELP = {name: spec[0] for name, spec in {**GAUGES, **RATIOS}.items()}
+# the metrics a sample keeps (parsing only these keeps the sampler's share of the client's CPU small)
+SAMPLED = tuple(sorted({base for _, base in GAUGES.values()} | {m for _, a, b in RATIOS.values() for m in (a, b)}))
 
 
 def total(sample: dict[str, float], base: str) -> float | None:
@@ -81,7 +83,7 @@ class ServerStateSampler:
     def _loop(self) -> None:
         tick = self.origin
         while not self._stop.is_set():
-            scrape = prom.fetch_metrics(self.base_url, self.api_key, timeout=max(self.interval_s, 0.5))
+            scrape = prom.fetch_metrics(self.base_url, self.api_key, timeout=max(self.interval_s, 0.5), names=SAMPLED)
             if scrape is None:
                 self.missed += 1
             else:

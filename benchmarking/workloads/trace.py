@@ -83,7 +83,7 @@ def measure(ctx, point: WorkloadPoint, budget_s: float | None, pending_signal) -
             if rec.success and rec.latency is not None:
                 done[i] = sends[i] + rec.latency
     limit = b.max_lateness_ms
-    late = sum(1 for v in lateness if v > limit)
+    late = sum(1 for v in lateness if abs(v) > limit)
     summary = {
         "kind": "trace", "trace_file": trace.path, "shape": trace.shape, "requests": len(items),
         "span_s": round(trace.span_s, 6), "time_scale": b.time_scale,
