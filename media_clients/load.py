@@ -57,4 +57,6 @@ def run_point(run: ClientRun, workload: Workload, concurrency: int, num_requests
         latency_p50_ms=_r(percentile(latencies, 50)), latency_p95_ms=_r(percentile(latencies, 95)),
         latency_p99_ms=_r(percentile(latencies, 99)), figures=figures,
         first_error=failed[0].error if failed else None,
+        requests=[{"request_id": s.answer.request_id, "ms": round(s.answer.elapsed_s * 1000, 3),
+                   "status": s.answer.status, "error_class": s.error_class} for s in sent],
         interrupted="signal" if run.stop.is_set() and not_sent else None)

@@ -86,4 +86,7 @@ class MediaPoint(TypedRecord):
     figures: dict = described("Headline figures of the kind (names as in the performance reference): "
                               + "; ".join(f"{k}: {v}" for k, v in FIGURE_LEGEND.items()), factory=dict)
     first_error: str | None = described("The first failure's message, for the report.", None)
+    requests: list = described("Every sent request in completion order: request_id (the X-Request-ID the server "
+                               "logs on each line of that request), ms (end-to-end latency), status (HTTP status, "
+                               "null when none came), error_class (null when it succeeded).", factory=list)
     interrupted: str | None = described("Signal that stopped the point early, if any.", None)
