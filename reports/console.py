@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from reports import views
+from reports import comparison_views, views
 from reports.media_views import media_tables
 from records.report import ReportRecord, Section
 
@@ -87,5 +87,10 @@ def print_summary(record: ReportRecord, file: TextIO | None = None, width: int =
     if v.checks:
         console.print(_table("Checks decided on their 95% interval", [h for h, _ in views.CHECK_COLUMNS],
                              [views.cells(views.CHECK_COLUMNS, c) for c in v.checks]))
+    if record.comparison is not None:
+        c = record.comparison
+        console.print(_table("Comparison with a baseline run", [h for h, _ in comparison_views.COMPARISON_COLUMNS],
+                             comparison_views.comparison_rows(c)))
+        console.print(escape(comparison_views.header_line(c)), soft_wrap=True)
     colour = {"PASS": "bold green", "INCONCLUSIVE": "bold yellow"}.get(v.result, "bold red")
     console.print(f"[{colour}]{escape(views.verdict_line(record))}[/]", soft_wrap=True)

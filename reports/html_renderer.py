@@ -10,7 +10,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from reports import plots, views
+from reports import comparison_views, plots, views
 from reports.legend import legend
 from reports.media_views import media_tables, target_lines
 from records.report import ReportRecord
@@ -57,6 +57,13 @@ def render_html(record: ReportRecord) -> str:
         "sections": [("Tests", record.tests, not_run.get("tests")),
                      ("Stress tests", record.stress_tests, not_run.get("stress_tests"))],
         "not_run": not_run,
+        "comparison": None if record.comparison is None else {
+            "line": comparison_views.header_line(record.comparison),
+            "table": {"headers": [h for h, _ in comparison_views.COMPARISON_COLUMNS],
+                      "rows": [[(c, "bad" if c == "REGRESSED" else "good" if c == "improved" else "") for c in row]
+                               for row in comparison_views.comparison_rows(record.comparison)]},
+            "notes": record.comparison.notes,
+            "trend": Markup(comparison_views.trend_plot(record.comparison))},
         "check": views.check,
         "num": views.num,
         "legend": legend(),

@@ -7,7 +7,7 @@ the label each row goes by in the tables, so a definition is written once, on it
 from __future__ import annotations
 
 from records.bench import BenchMetrics, PointParams
-from records.report import Check, EvalRow, TargetRow, TierCheck, Verdict, Waived
+from records.report import Check, Comparison, ComparisonMetric, EvalRow, TargetRow, TierCheck, Verdict, Waived
 
 #: (label shown in the report, record, field); the label is the table header where there is one.
 ROWS: list[tuple[str, type, str]] = [
@@ -50,6 +50,10 @@ ROWS: list[tuple[str, type, str]] = [
     ("Required", Check, "required"),
     ("Waived", Waived, "waiver_reason"),
     ("Verdict", Verdict, "result"),
+    ("Ratio [95% CI]", ComparisonMetric, "ci95"),
+    ("Comparison decision", ComparisonMetric, "decision"),
+    ("Tolerance", Comparison, "tolerance"),
+    ("Host fingerprint", Comparison, "same_host"),
 ]
 
 

@@ -1,7 +1,7 @@
 """``report.md``: the release report a model owner reads in a PR or on GitHub."""
 from __future__ import annotations
 
-from reports import views
+from reports import comparison_views, views
 from reports.legend import legend
 from reports.media_views import media_tables, target_lines
 from records.report import ReportRecord, Section
@@ -67,6 +67,11 @@ def render_markdown(record: ReportRecord) -> str:
     if v.notes:
         out += ["Notes:", ""] + [f"- {n}" for n in v.notes] + [""]
 
+    if record.comparison is not None:
+        c = record.comparison
+        out += ["## Comparison with a baseline run", "", comparison_views.header_line(c), "",
+                table([h for h, _ in comparison_views.COMPARISON_COLUMNS], comparison_views.comparison_rows(c)), ""]
+        out += [f"- {n}" for n in c.notes] + ([""] if c.notes else [])
     out += ["## Metadata", "", table(["Field", "Value"],
                                      [[k, val] for k, val in views.metadata_rows(record)]), ""]
     if m.steps:

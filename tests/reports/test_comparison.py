@@ -1,0 +1,123 @@
+"""The comparison with a baseline run, decided on the ratio's interval, and gated by the one judge."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from history.store import open_store
+from records.judge import judge_comparison
+from reports import build_report, write_reports
+from reports.comparison import CompareError, CompareSettings, baseline_from, build_comparison, decide, settings_from
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "benchmarks_only_run"
+
+
+def _run(tmp_path: Path, name: str, scale: float, run_id: str, started: str) -> Path:
+    """A copy of the fixture run whose per-request TTFT and E2EL are multiplied by ``scale``."""
+    dest = tmp_path / name
+    shutil.copytree(FIXTURE, dest)
+    for path in (dest / "benchmarks").glob("*.requests.jsonl"):
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        for row in rows:
+            row["ttft_ms"] *= scale
+            row["e2el_ms"] *= scale
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    manifest = json.loads((dest / "manifest.json").read_text())
+    manifest.update(run_id=run_id, started=started)
+    (dest / "manifest.json").write_text(json.dumps(manifest))
+    return dest
+
+
+@pytest.mark.parametrize("ci, higher, expected", [
+    ([1.20, 1.40], False, "regressed"), ([1.01, 1.04], False, "within_noise"), ([0.97, 1.3], False, "within_noise"),
+    ([0.80, 0.90], False, "improved"), ([0.70, 0.90], True, "regressed"), ([1.1, 1.2], True, "improved"),
+    (None, False, "inconclusive")])
+def test_the_decision_is_made_on_the_interval_against_the_tolerance(ci, higher, expected) -> None:
+    assert decide(ci, 0.05, higher) == expected
+
+
+def test_a_30_percent_slower_run_regresses_and_fails_the_verdict(tmp_path) -> None:
+    base = _run(tmp_path, "base", 1.0, "run-base", "2026-01-10T00:00:00+00:00")
+    slow = _run(tmp_path, "slow", 1.3, "run-slow", "2026-01-11T00:00:00+00:00")
+    same = _run(tmp_path, "same", 1.0, "run-same", "2026-01-12T00:00:00+00:00")
+    with open_store(f"sqlite:///{tmp_path / 'h.sqlite3'}") as store:
+        store.index(build_report(base), base)
+        settings = CompareSettings("last")
+
+        def compare_with_last(run_dir):
+            def hook(record):
+                found = baseline_from(settings, record, store)
+                return build_comparison(settings, record, run_dir, *found, store)
+            return hook
+
+        record = build_report(slow, compare=compare_with_last(slow))
+        c = record.comparison
+        assert c.baseline_run == "run-base" and c.same_host
+        by_name = {m.name: m for m in c.metrics}
+        ttft = by_name["isl-128_osl-128_con-1 ttft_ms"]
+        assert ttft.decision == "regressed" and ttft.ratio == pytest.approx(1.3, rel=1e-3)
+        assert ttft.ci95[0] > 1.05 and ttft.n == ttft.baseline_n == 8
+        assert record.verdict.result == "FAIL"
+        assert {b.category for b in record.verdict.blockers} == {"comparison"}
+        assert any(ch.category == "comparison" and ch.decision == "fail" for ch in record.verdict.checks)
+        # every renderer shows it; the HTML has the trend plot
+        written = write_reports(record, slow)
+        assert "reports/report.html" in written
+        html = (slow / "reports" / "report.html").read_text()
+        assert 'data-plot="trend"' in html and "REGRESSED" in html
+        assert "## Comparison with a baseline run" in (slow / "reports" / "report.md").read_text()
+        assert json.loads((slow / "reports" / "report.json").read_text())["comparison"]["metrics"][0]["decision"]
+
+        store.index(build_report(slow), slow)
+        record = build_report(same, compare=compare_with_last(same))
+        assert record.comparison.baseline_run == "run-slow"
+        assert {m.decision for m in record.comparison.metrics if m.name.endswith("ttft_ms")} == {"improved"}
+        assert [p.run_id for p in record.comparison.trend] == ["run-base", "run-slow", "run-same"]
+
+
+def test_warn_shows_a_regression_without_failing(tmp_path) -> None:
+    base = _run(tmp_path, "base", 1.0, "run-base", "2026-01-10T00:00:00+00:00")
+    slow = _run(tmp_path, "slow", 1.3, "run-slow", "2026-01-11T00:00:00+00:00")
+    settings = CompareSettings(str(base), on_regression="warn")
+    record = build_report(slow, compare=lambda r: build_comparison(settings, r, slow, *baseline_from(
+        settings, r, None), None))
+    assert any(m.decision == "regressed" for m in record.comparison.metrics)
+    assert record.verdict.result == "PASS"
+    assert any("warn only" in n for n in record.verdict.notes)
+    checks, blockers, _ = judge_comparison(record.comparison)
+    assert not blockers and all(not c.required for c in checks)
+
+
+def test_another_host_is_compared_only_when_asked_and_said(tmp_path) -> None:
+    base = _run(tmp_path, "base", 1.0, "run-base", "2026-01-10T00:00:00+00:00")
+    other = _run(tmp_path, "other", 1.0, "run-other", "2026-01-11T00:00:00+00:00")
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["environment"]["host"]["cores"] = 64
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    with open_store(f"sqlite:///{tmp_path / 'h.sqlite3'}") as store:
+        store.index(build_report(base), base)
+        record = build_report(other)
+        assert baseline_from(CompareSettings("last"), record, store) is None
+        settings = CompareSettings("last", any_host=True)
+        found = baseline_from(settings, record, store)
+        c = build_comparison(settings, record, other, *found, store)
+        assert not c.same_host and any("cores" in d for d in c.host_differences)
+        assert any("hosts differ" in n for n in c.notes)
+
+
+def test_settings_and_bad_baselines(tmp_path) -> None:
+    assert settings_from({}, {}, {}, "benchmarks") is None
+    release = settings_from({}, {}, {"device_model_spec": {"regression_tolerance": 0.1}}, "release")
+    assert release.requested == "last" and release.default and release.tolerance == 0.1
+    assert settings_from({"compare_to": "x"}, {"regression_tolerance": "0.02"}, {}, "evals").tolerance == 0.02
+    with pytest.raises(CompareError, match="on_regression"):
+        settings_from({"compare_to": "last"}, {"on_regression": "maybe"}, {}, "release")
+    record = build_report(FIXTURE)
+    with pytest.raises(CompareError, match="no run with that id"):
+        with open_store(f"sqlite:///{tmp_path / 'h.sqlite3'}") as store:
+            baseline_from(CompareSettings("no-such-run"), record, store)
+    with pytest.raises(CompareError, match="could not be reached"):
+        baseline_from(CompareSettings("last"), record, None)
