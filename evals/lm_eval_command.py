@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import shlex
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
+from contracts.retry import GaveUp, NotYet, retry
 from evals.eval_spec import LOCAL_CHAT_COMPLETIONS, EvalTask
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
@@ -79,21 +79,27 @@ def _get_ok(url: str, token: str | None, timeout: float, attempts: int = 3, back
     data = None
     if url.endswith("/tokenize"):
         data = json.dumps({"prompt": "hi"}).encode()
-    code = 0
-    for attempt in range(attempts):
-        if attempt:
-            time.sleep(backoff_s * 2 ** (attempt - 1))
+
+    codes: list[int] = []
+
+    def attempt(_remaining_s: float) -> int:
         req = urllib.request.Request(url, data=data, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 return resp.status
         except urllib.error.HTTPError as e:
-            code = e.code
+            codes.append(e.code)
         except (urllib.error.URLError, OSError):
-            code = 0
-        if 0 < code < 500:
-            return code
-    return code
+            codes.append(0)
+        if 0 < codes[-1] < 500:
+            return codes[-1]
+        raise NotYet(f"HTTP {codes[-1]}" if codes[-1] else "unreachable")
+
+    try:  # the deadline is what the attempts and their backoff take at most
+        return retry(f"{url} to answer", attempt, deadline_s=attempts * timeout + backoff_s * 2 ** attempts,
+                     delay_s=backoff_s, backoff=2.0, max_delay_s=backoff_s * 2 ** attempts, attempts=attempts)
+    except GaveUp:
+        return codes[-1]
 
 
 def probe_remote_tokenizer(server_url: str, bearer: str | None, timeout: float = 5.0,

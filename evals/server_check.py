@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from contracts.openai_http import one_token
+from contracts.retry import GaveUp, NotYet, retry
 from evals.lm_eval_command import api_root
 
 #: Retries of the probe: attempts, first backoff (doubles each time), and the overall deadline.
@@ -70,26 +71,17 @@ def check_server(
 ) -> str | None:
     """None when a 1-token request is answered; else one line saying why not (after retries)."""
     root = api_root(server_url)
-    started = clock()
-    backoff = first_backoff_s
-    result = ProbeResult(False, f"no attempt made to reach {root}")
-    made = 0
-    for attempt in range(1, attempts + 1):
-        remaining = deadline_s - (clock() - started)
-        if remaining <= 0:
-            break
-        made = attempt
-        result = probe_once(root, model, bearer, use_chat, min(request_timeout_s, remaining))
-        if result.ok:
-            if attempt > 1:
-                log(f"server answered on attempt {attempt} of {attempts}")
-            return None
-        if not result.transient or attempt == attempts:
-            break
-        wait = min(backoff, max(0.0, deadline_s - (clock() - started)))
-        log(f"{result.detail}; retrying in {wait:.0f} s (attempt {attempt} of {attempts})")
-        sleep(wait)
-        backoff *= 2
-    if result.transient:
-        return f"{result.detail} (gave up after {made} attempts)"
-    return result.detail
+
+    def attempt(remaining_s: float) -> ProbeResult:
+        result = probe_once(root, model, bearer, use_chat, min(request_timeout_s, remaining_s))
+        if result.transient:
+            raise NotYet(result.detail)
+        return result  # ok, or an answer retrying cannot fix
+
+    try:
+        result = retry(f"{root} to answer a 1-token request", attempt, deadline_s=deadline_s,
+                       delay_s=first_backoff_s, backoff=2.0, max_delay_s=deadline_s, attempts=attempts,
+                       log=log, sleep=sleep, clock=clock)
+    except GaveUp as exc:
+        return f"{exc.reason} (gave up after {exc.attempts} attempts)"
+    return None if result.ok else result.detail
