@@ -23,6 +23,7 @@ from typing import Any
 
 from contracts.typed_record import RecordError, TypedRecord, described
 from records.bench import format_classes
+from records.bench_timeline import PointTimeline
 
 SCHEMA = "tt-report/1"
 SCHEMA_MAJOR = 1
@@ -45,6 +46,9 @@ class SectionTable(TypedRecord):
     legend: dict = described("Column name -> what it means, from the record's field descriptions.",
                              factory=dict)
     record_file: str | None = described("The record the table was built from, relative to the run.", None)
+    series: dict = described("What a plot of the table draws (endurance windows): t_s (seconds into the load) and "
+                             "per-window p50_ms, p99_ms (end-to-end latency) and memory_mb lists; empty when "
+                             "there is nothing to plot.", factory=dict)
 
 
 @dataclass
@@ -162,6 +166,9 @@ class BenchmarkRow(TypedRecord):
                                                record=Distribution)
     tpot_dist: Distribution | None = described("Distribution of tpot over completed requests.", None,
                                                record=Distribution)
+    timeline: PointTimeline | None = described(
+        "The point over its own seconds: request send times and latencies, the server's sampled state and "
+        "the workload's figures (records.bench_timeline).", None, record=PointTimeline)
 
     def failure_text(self) -> str:
         """Failure classes and counts for tables: 'http_5xx 2, connection_reset 1' ('' if none)."""

@@ -46,6 +46,30 @@ class Drift(TypedRecord):
     memory_peak_mb: float | None = described("highest sample", None, unit="MB")
     memory_growth_pct: float | None = described("(last - first) / first", None, unit="%")
     memory_slope_mb_per_h: float | None = described("least-squares slope of the samples", None, unit="MB/h")
+    warmup_s: float | None = described("seconds at the start left out of both drift judgements (one window or "
+                                       "a tenth of the run, whichever is longer)", None, unit="s")
+    slice_s: float | None = described("length of each of the equal time slices the run after warm-up is cut into",
+                                      None, unit="s")
+    slices: list = described("per slice: t_start_s, t_end_s, n (requests ended in it), p50_ms, p95_ms, p99_ms of "
+                             "end-to-end latency", factory=list)
+    latency_p99_first_ms: float | None = described("p99 e2e latency of the first slice after warm-up", None, unit="ms")
+    latency_p99_last_ms: float | None = described("p99 e2e latency of the last slice", None, unit="ms")
+    latency_p99_n: list = described("requests in the first and last slices (the p99s' sample sizes)", factory=list)
+    latency_p99_drift_pct: float | None = described("(last p99 / first p99 - 1): the judged latency drift", None,
+                                                    unit="%")
+    latency_p99_drift_ci: list | None = described("95% interval of the p99 drift, from the two slices' "
+                                                  "order-statistic intervals (null: too few requests to bound a p99)",
+                                                  None, unit="%")
+    latency_decision: str | None = described("pass / fail / inconclusive of the p99 drift against "
+                                             "max_latency_drift_pct, decided on its interval", None)
+    memory_baseline_mb: float | None = described("first memory sample after warm-up", None, unit="MB")
+    memory_growth_after_warmup_pct: float | None = described(
+        "memory growth after warm-up: the least-squares line's rise over the samples' span / the baseline (the "
+        "judged figure)", None, unit="%")
+    memory_growth_ci: list | None = described("95% interval of that growth (Student t on the slope)", None, unit="%")
+    memory_samples: int = described("memory samples after warm-up", 0)
+    memory_decision: str | None = described("pass / fail / inconclusive of the growth against max_memory_growth_pct, "
+                                            "decided on its interval (null: no memory source)", None)
 
 
 @dataclass
@@ -54,6 +78,7 @@ class StressPointRecord(TypedRecord):
 
     name: str = described("mode, lengths, concurrency and count (or duration) of the point")
     mode: str = described("single, multiple, custom or endurance")
+    kind: str = described("text (LLM requests) or the media kind: speech, embedding, cnn, image", "text")
     isl: int = described("input tokens per request (after the context limit)", 0)
     osl: int = described("output tokens per request, forced with ignore_eos + min_tokens", 0)
     concurrency: int = described("requests in flight (closed loop)", 1)
@@ -71,6 +96,8 @@ class StressPointRecord(TypedRecord):
     error_rate: float = described("failed / (sent - stopped_early)", 0.0)
     failures_by_class: dict = described("failed requests per error class", factory=dict)
     request_throughput: float | None = described("completed requests per second", None, unit="req/s")
+    items_throughput: float | None = described("media: completed items (clips, photos, texts, images) per second",
+                                               None, unit="items/s")
     output_throughput: float | None = described("output tokens per second", None, unit="tok/s")
     ttft_ms: Distribution | None = described("time to first token", None, record=Distribution)
     tpot_ms: Distribution | None = described("time per output token after the first", None, record=Distribution)
@@ -80,9 +107,11 @@ class StressPointRecord(TypedRecord):
     stopped_reason: str | None = described("why the point stopped before its end, if it did", None)
     windows: list = described("per-window completed/failed/medians/memory of a timed load", factory=list)
     drift: Drift | None = described("latency and memory drift over a timed load", None, record=Drift)
-    checks: dict = described("each judged check -> {value, limit, passed}", factory=dict)
-    status: str = described("passed or failed", "failed")
-    passed: bool = described("every check passed", False)
+    checks: dict = described("each judged check -> {value, limit, passed, and for drift: decision, ci, n}; "
+                             "passed is null when the check's interval cannot decide it", factory=dict)
+    status: str = described("passed, failed, or inconclusive (nothing failed, a check could not be decided)",
+                            "failed")
+    passed: bool | None = described("every check passed (null: inconclusive)", False)
     detail: str = described("one-line summary, or what failed", "")
     requests_file: str | None = described("per-request JSONL relative to the run directory", None)
 
@@ -98,8 +127,9 @@ class StressRecord(TypedRecord):
     run_modes: list = described("load modes run (capacity has its own record)", factory=list)
     started: str = described("ISO 8601 UTC start", "")
     duration_s: float = described("wall time of every point", 0.0, unit="s")
-    status: str = described("passed when every point passed", "failed")
-    passed: bool = described("every point passed", False)
+    status: str = described("passed when every point passed; inconclusive when none failed but one could not "
+                            "be decided", "failed")
+    passed: bool | None = described("every point passed (null: inconclusive)", False)
     detail: str = described("one-line summary", "")
     points: list = described("every load point", factory=list, record_list=StressPointRecord)
 
@@ -119,6 +149,7 @@ class CapacityLevel(TypedRecord):
     failed: int = described("requests that failed", 0)
     repeats: int = described("times the level was measured (2 when it was within noise)", 1)
     duration_s: float = described("wall time spent at this level", 0.0, unit="s")
+    items_per_s: float | None = described("media: completed items per second at this level", None, unit="items/s")
     reason: str = described("why it holds or not", "")
 
 
@@ -138,6 +169,9 @@ class CapacityRecord(TypedRecord):
     ceiling: float = described("highest level the search may try", 1)
     resolution: float = described("bracket width at which bisection stops (relative for rates)", 1)
     capacity: float | None = described("highest level at which the SLOs held (0: not even the start)", None)
+    items_per_request: int | None = described("media: items each request carries (null: LLM requests)", None)
+    capacity_items_per_s: float | None = described("media: items per second measured at the capacity level", None,
+                                                   unit="items/s")
     bracket_held: float | None = described("last level that held", None)
     bracket_failed: float | None = described("first level that failed (null: the ceiling held)", None)
     converged: bool = described("stopped by the resolution rule, not by noise or budget", False)

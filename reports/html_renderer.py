@@ -11,6 +11,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from reports import comparison_views, plots, views
+from reports import timeline_plots
 from reports.legend import legend
 from reports.media_views import media_tables, target_lines
 from records.report import ReportRecord
@@ -65,7 +66,14 @@ def render_html(record: ReportRecord) -> str:
             "notes": record.comparison.notes,
             "trend": Markup(comparison_views.trend_plot(record.comparison))},
         "check": views.check,
+        "series_plot": lambda t: Markup(plots.endurance_plots(t.series, t.title.split(":")[0])),
         "num": views.num,
+        "timelines": [{"name": t.name, "lines": t.lines,
+                       "state": Markup(timeline_plots.server_state_timeline(t.name, t.requests,
+                                                                            {"t_s": t.state_t_s,
+                                                                             "series": t.state_series})),
+                       "rates": Markup(timeline_plots.offered_vs_achieved(t.name, t.rates)) if t.rates else None}
+                      for t in (row.timeline for row in record.benchmarks) if t is not None],
         "legend": legend(),
         "plots": {
             "throughput": Markup(plots.throughput_vs_latency(record.benchmarks)),

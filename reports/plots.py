@@ -263,3 +263,32 @@ def media_latency_plot(rows: list, kind: str) -> str:
         f.parts.append(f'<rect x="{ML + 10}" y="{ly}" width="12" height="12" fill="{colour}"/>')
         f.parts.append(f'<text x="{ML + 27}" y="{ly + 10}" font-size="11">{label}</text>')
     return f.svg()
+
+
+def endurance_plots(series: dict, title: str) -> str:
+    """Two plots of a timed load's windows: p50/p99 end-to-end latency over time, and server memory."""
+    t = series.get("t_s") or []
+    out = []
+    for kind, label, names, ylabel in (("endurance-latency", "latency per window", ("p50_ms", "p99_ms"), "ms"),
+                                       ("endurance-memory", "server memory", ("memory_mb",), "MB")):
+        plot_title = f"{title}: {label}"
+        lines = [(name, [(x, y) for x, y in zip(t, series.get(name) or []) if x is not None and y is not None])
+                 for name in names]
+        lines = [(name, pts) for name, pts in lines if pts]
+        if not lines:
+            out.append(_empty(kind, plot_title, "no samples"))
+            continue
+        xs = [x for _, pts in lines for x, _ in pts]
+        ys = [y for _, pts in lines for _, y in pts]
+        low = 0.0 if kind == "endurance-latency" else min(ys) * 0.98
+        f = _Frame(kind, plot_title, "seconds into the load", ylabel, (0.0, max(xs)), (low, max(ys) * 1.05))
+        f.axes()
+        for i, (name, pts) in enumerate(lines):
+            colour = PALETTE[i % len(PALETTE)]
+            f.parts.append(f'<polyline points="{" ".join(f"{_t(f.sx(x))},{_t(f.sy(y))}" for x, y in pts)}" '
+                           f'fill="none" stroke="{colour}" stroke-width="2"><title>{escape(name)}</title></polyline>')
+            ly = MT + 6 + 16 * i
+            f.parts.append(f'<rect x="{ML + 10}" y="{ly}" width="12" height="12" fill="{colour}"/>')
+            f.parts.append(f'<text x="{ML + 27}" y="{ly + 10}" font-size="11">{escape(name.replace("_", " "))}</text>')
+        out.append(f.svg())
+    return "".join(out)

@@ -58,10 +58,12 @@ def _stress_points(rec) -> list[SectionTable]:
     for p in rec.points:
         t, o, e = p.ttft_ms, p.tpot_ms, p.e2el_ms
         size = f"{p.isl}/{p.osl}" + (f" (asked {p.requested_isl}/{p.requested_osl})" if p.requested_isl else "")
+        size = size if p.kind == "text" else f"{p.kind} request"  # media requests have no token lengths
         rows.append([p.name, p.mode, size, _n(p.concurrency), _n(p.sent), _n(p.completed), _n(p.failed),
                      f"{p.error_rate:.1%}", *(_n(getattr(t, k, None)) for k in ("p05", "p25", "p50", "p95", "p99")),
                      _n(getattr(o, "p50", None), 1), _n(getattr(o, "p99", None), 1), _n(getattr(e, "p50", None)),
-                     _n(getattr(e, "p99", None)), p.stopped_reason or "", _pf(p.passed)])
+                     _n(getattr(e, "p99", None)), p.stopped_reason or "",
+                     _pf(p.passed) if p.passed is not None else p.status.upper()])
     headers = ["Point", "Mode", "ISL/OSL", "Con", "Sent", "OK", "Failed", "Error rate", "TTFT p05", "TTFT p25",
                "TTFT p50", "TTFT p95", "TTFT p99", "TPOT p50", "TPOT p99", "E2EL p50", "E2EL p99",
                "Stopped early", "Result"]
@@ -76,17 +78,60 @@ def _stress_points(rec) -> list[SectionTable]:
     if timed:
         dl = Drift.legend()
         tables.append(SectionTable(
-            kind="drift", title="Endurance: latency and server memory drift",
-            headers=["Point", "Duration (s)", "E2EL first (ms)", "E2EL last (ms)", "Latency drift %",
-                     "Memory source", "Memory first (MB)", "Memory last (MB)", "Memory growth %", "Memory slope MB/h"],
-            rows=[[p.name, _n(p.duration_s, 1), _n(p.drift.latency_first_ms), _n(p.drift.latency_last_ms),
-                   _n(p.drift.latency_drift_pct, 1), p.drift.memory_source, _n(p.drift.memory_first_mb, 1),
-                   _n(p.drift.memory_last_mb, 1), _n(p.drift.memory_growth_pct, 2),
-                   _n(p.drift.memory_slope_mb_per_h, 1)] for p in timed],
-            legend={"Latency drift %": dl["latency_drift_pct"], "Memory source": dl["memory_source"],
-                    "Memory growth %": dl["memory_growth_pct"], "Memory slope MB/h": dl["memory_slope_mb_per_h"]},
+            kind="drift", title="Endurance: latency and server memory drift after warm-up, decided on 95% intervals",
+            headers=["Point", "Duration (s)", "Warm-up (s)", "p99 first (ms)", "p99 last (ms)", "n first/last",
+                     "p99 drift %", "p99 drift 95% CI", "Latency", "Memory source", "Memory baseline (MB)",
+                     "Memory last (MB)", "Memory growth %", "Memory growth 95% CI", "Memory"],
+            rows=[_drift_row(p) for p in timed],
+            legend={"Warm-up (s)": dl["warmup_s"], "p99 first (ms)": dl["latency_p99_first_ms"],
+                    "p99 last (ms)": dl["latency_p99_last_ms"], "n first/last": dl["latency_p99_n"],
+                    "p99 drift %": dl["latency_p99_drift_pct"], "p99 drift 95% CI": dl["latency_p99_drift_ci"],
+                    "Latency": dl["latency_decision"], "Memory source": dl["memory_source"],
+                    "Memory baseline (MB)": dl["memory_baseline_mb"],
+                    "Memory growth %": dl["memory_growth_after_warmup_pct"],
+                    "Memory growth 95% CI": dl["memory_growth_ci"], "Memory": dl["memory_decision"]},
             record_file="stress_tests/stress_record.json"))
+        tables += [_windows_table(p) for p in timed]
     return tables
+
+
+def _ci(ci) -> str:
+    return "n/a" if not ci else f"{ci[0]:.1f}..{ci[1]:.1f}"
+
+
+def _decision(decision) -> str:
+    return {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}.get(decision or "", "n/a")
+
+
+def _drift_row(p) -> list[str]:
+    d = p.drift
+    n = "/".join(str(x) for x in d.latency_p99_n) if d.latency_p99_n else "n/a"
+    return [p.name, _n(p.duration_s, 1), _n(d.warmup_s, 1), _n(d.latency_p99_first_ms), _n(d.latency_p99_last_ms), n,
+            _n(d.latency_p99_drift_pct, 1), _ci(d.latency_p99_drift_ci), _decision(d.latency_decision),
+            d.memory_source, _n(d.memory_baseline_mb, 1), _n(d.memory_last_mb, 1),
+            _n(d.memory_growth_after_warmup_pct, 2), _ci(d.memory_growth_ci), _decision(d.memory_decision)]
+
+
+def _windows_table(p) -> SectionTable:
+    """Per-window latency percentiles and memory of one timed point, with the series its plot draws."""
+    rows, t, p50, p99, mem = [], [], [], [], []
+    for w in p.windows:
+        mb = w.get("memory_bytes") / 1e6 if w.get("memory_bytes") else None
+        rows.append([_n(w.get("t_end"), 1), _n(w.get("completed")), _n(w.get("failed")), _n(w.get("e2el_p50_ms")),
+                     _n(w.get("e2el_p95_ms")), _n(w.get("e2el_p99_ms")), _n(mb, 1)])
+        t.append(w.get("t_end"))
+        p50.append(w.get("e2el_p50_ms"))
+        p99.append(w.get("e2el_p99_ms"))
+        mem.append(None if mb is None else round(mb, 2))
+    return SectionTable(
+        kind="endurance_windows", title=f"{p.name}: latency percentiles and server memory per time window",
+        headers=["t (s)", "OK", "Failed", "E2EL p50 (ms)", "E2EL p95 (ms)", "E2EL p99 (ms)", "Memory (MB)"],
+        rows=rows, legend={"t (s)": "end of the window, seconds into the load",
+                           "E2EL pNN (ms)": "percentile of the end-to-end latency of the requests that ended in the "
+                                            "window",
+                           "Memory (MB)": f"server memory at the window's end ({p.drift.memory_what or p.drift.memory_source})"},
+        record_file="stress_tests/stress_record.json",
+        series={"t_s": t, "p50_ms": p50, "p99_ms": p99, "memory_mb": mem})
 
 
 def _capacity(rec) -> SectionTable:

@@ -7,7 +7,8 @@
     endurance_s=SECONDS  window_s=SECONDS
     slo=ttft_p99:2000,tpot_p99:150  goodput_goal=0.95  capacity_metric=concurrency|rate
     capacity_start=N  capacity_max=N  capacity_target=N  requests_per_level=N
-    saturation=on|off  max_error_rate=0.0  max_latency_drift_pct=50  max_memory_growth_pct=20
+    saturation=on|off  max_error_rate=0.0  max_latency_drift_pct=20  max_memory_growth_pct=10
+    (drift: p99 e2e latency, last vs first time slice after warm-up; memory: growth after warm-up)
     budget_s=SECONDS  server_container=NAME
 """
 from __future__ import annotations
@@ -67,8 +68,8 @@ class StressArgs:
     requests_per_level: int | None = None
     saturation: bool = True
     max_error_rate: float = 0.0
-    max_latency_drift_pct: float = 50.0
-    max_memory_growth_pct: float = 20.0
+    max_latency_drift_pct: float = 20.0
+    max_memory_growth_pct: float = 10.0
     budget_s: float | None = None
     server_container: str | None = None
     ignored_keys: list[str] = field(default_factory=list)
@@ -162,8 +163,8 @@ def parse_stress_args(raw: dict) -> StressArgs:
         raise StressArgError(f"saturation={sat!r} is not on or off")
     a.saturation = sat in ("on", "true", "1")
     a.max_error_rate = _num(raw, "max_error_rate", float, 0.0) or 0.0
-    a.max_latency_drift_pct = _num(raw, "max_latency_drift_pct", float, 0.0) or 50.0
-    a.max_memory_growth_pct = _num(raw, "max_memory_growth_pct", float, 0.0) or 20.0
+    a.max_latency_drift_pct = _num(raw, "max_latency_drift_pct", float, 0.0) or 20.0
+    a.max_memory_growth_pct = _num(raw, "max_memory_growth_pct", float, 0.0) or 10.0
     a.budget_s = _num(raw, "budget_s", float, 1.0) or DEFAULT_BUDGET_S[size]
     a.server_container = raw.get("server_container") or None
     return a

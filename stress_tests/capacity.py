@@ -34,12 +34,13 @@ class LevelSamples:
     sent: int = 0
     stopped_reason: str | None = None
     duration_s: float = 0.0
+    items: int = 0           # media: items (clips, photos, texts, images) the successful requests carried
 
     def merged(self, other: "LevelSamples") -> "LevelSamples":
         return LevelSamples(self.ttft_ms + other.ttft_ms, self.tpot_ms + other.tpot_ms, self.itl_ms + other.itl_ms,
                             self.e2el_ms + other.e2el_ms, self.good + other.good, self.failed + other.failed,
                             self.sent + other.sent, self.stopped_reason or other.stopped_reason,
-                            self.duration_s + other.duration_s)
+                            self.duration_s + other.duration_s, self.items + other.items)
 
 
 def wilson_interval(good: int, total: int, z: float = 1.96) -> tuple[float, float]:
@@ -71,6 +72,7 @@ class LevelJudgement:
     reason: str
     duration_s: float = 0.0
     repeats: int = 1
+    items: int = 0
 
 
 def judge_level(level: float, s: LevelSamples, slos: list[Slo], goal: float, noise_band: float = 0.05) -> LevelJudgement:
@@ -103,7 +105,8 @@ def judge_level(level: float, s: LevelSamples, slos: list[Slo], goal: float, noi
     if marginal:
         reason += " (within noise: " + (", ".join(near) + " near its limit" if near else
                                         f"goodput {goodput:.1%} within one standard error of {goal:.0%}") + ")"
-    return LevelJudgement(level, holds, marginal, goodput, ci, values, s.sent, s.failed, reason, s.duration_s)
+    return LevelJudgement(level, holds, marginal, goodput, ci, values, s.sent, s.failed, reason, s.duration_s,
+                          items=s.items)
 
 
 @dataclass
@@ -166,7 +169,7 @@ def search_capacity(measure: Callable[[float], LevelSamples], slos: list[Slo], *
     while not close_enough(held, failed):  # bisection
         if out_of_time() or len(levels) >= max_levels:
             return result(held, failed, "time or level budget ran out while bisecting", False)
-        mid = (held + failed) // 2 if integer else (held + failed) / 2
+        mid = (held + failed) // 2 if integer else float(f"{(held + failed) / 2:.4g}")  # a rate a reader can read
         j = judge(mid)
         if j.marginal and not j.holds:
             return result(held, mid, f"level {mid:g} is within measurement noise of the SLOs; "

@@ -49,6 +49,8 @@ class Window:
     tpot_p50_ms: float | None
     e2el_p50_ms: float | None
     memory_bytes: float | None
+    e2el_p95_ms: float | None = None
+    e2el_p99_ms: float | None = None
 
 
 @dataclass
@@ -61,15 +63,17 @@ class LoadRun:
     not_sent: int = 0
 
 
-def _window(records: list[RequestRecord], t0: float, lo: float, hi: float, in_flight: int,
-            memory: float | None) -> Window:
+def close_window(records: list[RequestRecord], t0: float, lo: float, hi: float, in_flight: int,
+                 memory: float | None) -> Window:
+    """The window [lo, hi) seconds into the load: requests that ended in it, its percentiles, memory."""
     done = [r for r in records if r.latency is not None and lo <= r.send_time - t0 + r.latency < hi]
     ok = [r for r in done if r.success]
     failed = [r for r in records if not r.success and r.error_class and r.error_class != STOPPED_EARLY
               and lo <= (r.send_time - t0) < hi]
-    ms = lambda xs: percentile([x * 1000.0 for x in xs], 50) if xs else None  # noqa: E731
+    ms = lambda xs, q=50: percentile([x * 1000.0 for x in xs], q) if xs else None  # noqa: E731
+    e2el = [r.latency for r in ok]
     return Window(round(hi, 3), len(ok), len(failed), in_flight, ms([r.ttft for r in ok]),
-                  ms([r.tpot for r in ok if r.tpot is not None]), ms([r.latency for r in ok]), memory)
+                  ms([r.tpot for r in ok if r.tpot is not None]), ms(e2el), memory, ms(e2el, 95), ms(e2el, 99))
 
 
 async def _drive(cfg: ClientConfig, pool: list[WorkItem], load: Load, tag: str, window_s: float,
@@ -144,7 +148,7 @@ async def _drive(cfg: ClientConfig, pool: list[WorkItem], load: Load, tag: str, 
                     transport.abort_all(STOPPED_EARLY, verdict.reason)
             if now >= next_window:
                 mem = memory() if memory else None
-                run.windows.append(_window(run.records, t0, next_window - window_s, next_window,
+                run.windows.append(close_window(run.records, t0, next_window - window_s, next_window,
                                            state["in_flight"], mem))
                 next_window += window_s
 
@@ -173,7 +177,7 @@ async def _drive(cfg: ClientConfig, pool: list[WorkItem], load: Load, tag: str, 
     if run.windows or load.duration_s:  # close the last partial window of a timed load
         last = run.windows[-1].t_end if run.windows else 0.0
         if run.duration_s - last > 0.5:
-            run.windows.append(_window(run.records, t0, last, run.duration_s + 1e-6, 0, memory() if memory else None))
+            run.windows.append(close_window(run.records, t0, last, run.duration_s + 1e-6, 0, memory() if memory else None))
     if detector is not None and run.saturation is None:
         run.saturation = detector.check(run.duration_s)
     return run

@@ -4,8 +4,9 @@ from __future__ import annotations
 from collections import Counter
 
 from benchmarking.metrics import RequestRecord
-from contracts.intervals import percentile
+from contracts.intervals import FAIL, PASS, percentile
 from stress_tests.args import StressArgs
+from stress_tests.drift import latency_drift, memory_drift
 from stress_tests.driver import STOPPED_EARLY, LoadRun
 from records.stress import PERCENTILES, Distribution, Drift, StressPointRecord
 from stress_tests.saturation import fit_slope
@@ -23,7 +24,7 @@ def _pct(first: float | None, last: float | None) -> float | None:
 
 
 def drift(windows: list[dict], memory_source: str, memory_what: str) -> Drift:
-    """First-vs-last and slope of the window medians and memory samples of a timed load."""
+    """First-vs-last and slope of the window medians and memory samples of a timed load (shown, not judged)."""
     lat = [(w["t_end"], w["e2el_p50_ms"]) for w in windows if w.get("e2el_p50_ms") is not None]
     mem = [(w["t_end"], w["memory_bytes"] / 1e6) for w in windows if w.get("memory_bytes")]
     d = Drift(memory_source=memory_source, memory_what=memory_what)
@@ -41,13 +42,39 @@ def drift(windows: list[dict], memory_source: str, memory_what: str) -> Drift:
     return d
 
 
+def judged_drift(run: LoadRun, windows: list[dict], args: StressArgs, memory_source: str,
+                 memory_what: str) -> tuple[Drift, dict]:
+    """The drift record of a timed load and its two checks, each decided on its 95% interval."""
+    d = drift(windows, memory_source, memory_what)
+    lat = latency_drift(run.records, run.duration_s, args.window_s, args.max_latency_drift_pct)
+    d.warmup_s, d.slice_s, d.slices = lat.warmup_s, lat.slice_s, lat.slices
+    d.latency_p99_first_ms, d.latency_p99_last_ms = lat.first_p99_ms, lat.last_p99_ms
+    d.latency_p99_n, d.latency_p99_drift_pct = [lat.first_n, lat.last_n], lat.drift_pct
+    d.latency_p99_drift_ci, d.latency_decision = lat.ci_pct, lat.decision
+    checks = {"latency_p99_drift_pct": _decided(lat.drift_pct, args.max_latency_drift_pct, lat.decision,
+                                                lat.ci_pct, [lat.first_n, lat.last_n], lat.detail)}
+    samples = [(w["t_end"], w["memory_bytes"]) for w in windows if w.get("memory_bytes")]
+    if memory_source != "none" or samples:
+        mem = memory_drift(samples, run.duration_s, args.window_s, args.max_memory_growth_pct)
+        d.memory_baseline_mb, d.memory_growth_after_warmup_pct = mem.baseline_mb, mem.growth_pct
+        d.memory_growth_ci, d.memory_samples, d.memory_decision = mem.ci_pct, mem.n, mem.decision
+        checks["memory_growth_pct"] = _decided(mem.growth_pct, args.max_memory_growth_pct, mem.decision,
+                                               mem.ci_pct, mem.n, mem.detail)
+    return d, checks
+
+
+def _decided(value: float | None, limit: float, decision: str, ci: list | None, n, detail: str) -> dict:
+    return {"value": value, "limit": limit, "passed": {PASS: True, FAIL: False}.get(decision),
+            "decision": decision, "ci95": ci, "n": n, "detail": detail}
+
+
 def _check(value: float | None, limit: float, passed: bool | None = None) -> dict:
     ok = passed if passed is not None else (value is not None and value <= limit)
     return {"value": value, "limit": limit, "passed": ok}
 
 
 def point_record(name: str, mode: str, point, run: LoadRun, args: StressArgs, started: str,
-                 memory_source: str, memory_what: str) -> StressPointRecord:
+                 memory_source: str, memory_what: str, kind: str = "text") -> StressPointRecord:
     recs: list[RequestRecord] = run.records
     ok = [r for r in recs if r.success]
     cut = [r for r in recs if not r.success and r.error_class == STOPPED_EARLY]
@@ -56,18 +83,20 @@ def point_record(name: str, mode: str, point, run: LoadRun, args: StressArgs, st
     error_rate = len(failed) / judged if judged else 0.0
     dur = run.duration_s or float("nan")
     out_tokens = sum(r.output_tokens or 0 for r in ok)
+    media = kind != "text"
     windows = [dict(w.__dict__) for w in run.windows]
     rec = StressPointRecord(
-        name=name, mode=mode, isl=point.isl, osl=point.osl, concurrency=point.concurrency,
+        name=name, mode=mode, kind=kind, isl=point.isl, osl=point.osl, concurrency=point.concurrency,
         num_prompts=point.num_prompts, duration_target_s=point.duration_s, requested_isl=point.requested_isl,
         requested_osl=point.requested_osl, started=started, duration_s=round(run.duration_s, 3), sent=len(recs),
         completed=len(ok), failed=len(failed), stopped_early=len(cut), not_sent=run.not_sent,
         error_rate=round(error_rate, 4),
         failures_by_class=dict(sorted(Counter(r.error_class or "other" for r in failed).items())),
         request_throughput=round(len(ok) / dur, 4) if ok else None,
-        output_throughput=round(out_tokens / dur, 3) if ok else None,
+        output_throughput=round(out_tokens / dur, 3) if ok and not media else None,
+        items_throughput=round(out_tokens / dur, 4) if ok and media else None,
         ttft_ms=distribution([r.ttft * 1000 for r in ok if r.ttft is not None]),
-        tpot_ms=distribution([r.tpot * 1000 for r in ok if r.tpot is not None]),
+        tpot_ms=distribution([r.tpot * 1000 for r in ok if r.tpot is not None and not media]),
         itl_ms=distribution([g * 1000 for r in ok for g in r.itls]),
         e2el_ms=distribution([r.latency * 1000 for r in ok if r.latency is not None]),
         saturation=dict(run.saturation.__dict__) if run.saturation else None,
@@ -75,24 +104,28 @@ def point_record(name: str, mode: str, point, run: LoadRun, args: StressArgs, st
     checks = {"error_rate": _check(rec.error_rate, args.max_error_rate),
               "completed_any": _check(float(len(ok)), 1.0, passed=bool(ok))}
     if mode == "endurance":
-        rec.drift = drift(windows, memory_source, memory_what)
-        checks["latency_drift_pct"] = _check(rec.drift.latency_drift_pct, args.max_latency_drift_pct,
-                                             passed=rec.drift.latency_drift_pct is None
-                                             or rec.drift.latency_drift_pct <= args.max_latency_drift_pct)
-        if rec.drift.memory_growth_pct is not None:
-            checks["memory_growth_pct"] = _check(rec.drift.memory_growth_pct, args.max_memory_growth_pct)
+        rec.drift, drift_checks = judged_drift(run, windows, args, memory_source, memory_what)
+        checks.update(drift_checks)
     rec.checks = checks
-    bad = [k for k, c in checks.items() if not c["passed"]]
-    rec.passed = not bad
-    rec.status = "passed" if rec.passed else "failed"
-    summary = (f"{len(ok)}/{len(recs)} ok, error rate {error_rate:.1%}, TTFT p99 "
-               f"{_fmt(rec.ttft_ms.p99)} ms, TPOT p99 {_fmt(rec.tpot_ms.p99)} ms")
+    bad = [k for k, c in checks.items() if c["passed"] is False]
+    undecided = [k for k, c in checks.items() if c["passed"] is None]
+    rec.passed = False if bad else None if undecided else True
+    rec.status = "failed" if bad else "inconclusive" if undecided else "passed"
+    if media:
+        summary = (f"{len(ok)}/{len(recs)} ok, error rate {error_rate:.1%}, latency p50 {_fmt(rec.e2el_ms.p50)} ms, "
+                   f"p99 {_fmt(rec.e2el_ms.p99)} ms, {_fmt(rec.items_throughput, 2)} items/s")
+    else:
+        summary = (f"{len(ok)}/{len(recs)} ok, error rate {error_rate:.1%}, TTFT p99 "
+                   f"{_fmt(rec.ttft_ms.p99)} ms, TPOT p99 {_fmt(rec.tpot_ms.p99)} ms")
     if run.stopped_reason:
         summary += f"; stopped early: {run.stopped_reason}"
+    for key in ("latency_p99_drift_pct", "memory_growth_pct"):
+        if key in checks:
+            summary += f"; {checks[key]['detail']}"
     rec.detail = summary if not bad else "failed " + ", ".join(
         f"{k} ({checks[k]['value']} > {checks[k]['limit']})" for k in bad) + "; " + summary
     return rec
 
 
-def _fmt(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.0f}"
+def _fmt(v: float | None, digits: int = 0) -> str:
+    return "n/a" if v is None else f"{v:.{digits}f}"

@@ -126,7 +126,9 @@ def run_points(ctx: Context, points, memory) -> "StressRecord":  # noqa: F821
         note = f" (rescaled from isl={p.requested_isl} osl={p.requested_osl} to fit the context)" if p.rescaled else ""
         _log(f"{p.name}: running{note}")
         pool = ctx.pool(p.isl, p.osl, p.num_prompts or POOL_SIZE, seed=1000 + i)
-        detector = SaturationDetector(window_s=max(10.0, 4 * ctx.args.window_s)) if ctx.args.saturation else None
+        # Endurance runs its whole length: its drift checks judge a rising latency, a stop would cut it short.
+        detector = (SaturationDetector(window_s=max(10.0, 4 * ctx.args.window_s), closed_loop=True)
+                    if ctx.args.saturation and p.mode != "endurance" else None)
         started = _now()
         run = drive(ctx.client_config(), pool, Load(p.concurrency, p.num_prompts or None, p.duration_s),
                     tag=p.name, window_s=ctx.args.window_s, detector=detector,
@@ -150,12 +152,16 @@ def _not_run(p, why: str):
 
 
 def _finish_stress(record, duration: float) -> None:
+    """Roll the points up: failed when one failed (or none ran), inconclusive when one could not be decided."""
     record.duration_s = round(duration, 3)
-    bad = [p.name for p in record.points if not p.passed]
-    record.passed = bool(record.points) and not bad
-    record.status = "passed" if record.passed else "failed"
-    record.detail = f"{len(record.points) - len(bad)}/{len(record.points)} load points passed" + (
-        "; failing: " + ", ".join(bad[:6]) if bad else "")
+    bad = [p.name for p in record.points if p.passed is False]
+    undecided = [p.name for p in record.points if p.passed is None]
+    record.passed = False if bad or not record.points else None if undecided else True
+    record.status = {False: "failed", None: "inconclusive", True: "passed"}[record.passed]
+    passed = len(record.points) - len(bad) - len(undecided)
+    record.detail = f"{passed}/{len(record.points)} load points passed" + (
+        "; failing: " + ", ".join(bad[:6]) if bad else "") + (
+        "; inconclusive: " + ", ".join(undecided[:6]) if undecided else "")
 
 
 # ---------------------------------------------------------------------------------------- capacity
@@ -185,9 +191,9 @@ def default_slos(spec: dict):
 
 
 def run_capacity(ctx: Context) -> "CapacityRecord":  # noqa: F821
-    from stress_tests.capacity import LevelSamples, request_is_good, search_capacity
+    from stress_tests.capacity import LevelSamples, request_is_good
     from stress_tests.driver import STOPPED_EARLY, Load, drive
-    from records.stress import CapacityLevel, CapacityRecord
+    from records.stress import CapacityRecord
     from stress_tests.saturation import SaturationDetector
 
     a, spec = ctx.args, ctx.spec
@@ -226,7 +232,7 @@ def run_capacity(ctx: Context) -> "CapacityRecord":  # noqa: F821
         else:
             n = a.requests_per_level or max(8, math.ceil(level * 10 * per_level / 2))
             load = Load(max(4 * spec_con, 16), n, request_rate=level)
-        detector = SaturationDetector() if a.saturation else None
+        detector = SaturationDetector(closed_loop=integer) if a.saturation else None
         _log(f"capacity: {a.capacity_metric} {level:g}: {n} requests")
         run = drive(ctx.client_config(), pool, load, tag=f"capacity-{level:g}", detector=detector,
                     budget_s=ctx.remaining(), should_stop=interrupted)
@@ -246,34 +252,50 @@ def run_capacity(ctx: Context) -> "CapacityRecord":  # noqa: F821
             s.good += request_is_good(values, [x for x in slos if x.metric != "itl"])
         return s
 
+    return search_into_record(record, measure, slos, a, integer, ctx.out_of_time, ctx.out_dir,
+                              unit="" if integer else " req/s")
+
+
+def search_into_record(record, measure, slos, a: StressArgs, integer: bool, out_of_time, out_dir: Path,
+                       unit: str):
+    """Run the capacity search with ``measure`` and fill ``record`` (a CapacityRecord): every level, the
+    answer and the judgement. Shared by LLM and media runs; the record is rewritten after each level,
+    so an interrupted search keeps the curve so far."""
+    from records.stress import CapacityLevel
+    from stress_tests.capacity import search_capacity
+
     def level_record(j) -> CapacityLevel:
         return CapacityLevel(level=j.level, holds=j.holds, marginal=j.marginal, goodput=round(j.goodput, 4),
                              goodput_ci_low=round(j.goodput_ci[0], 4), goodput_ci_high=round(j.goodput_ci[1], 4),
                              slo_values_ms={k: (None if v is None else round(v, 2)) for k, v in j.slo_values_ms.items()},
                              sent=j.sent, failed=j.failed, repeats=j.repeats, duration_s=round(j.duration_s, 2),
+                             items_per_s=round(j.items / j.duration_s, 4) if j.items and j.duration_s else None,
                              reason=j.reason)
 
     def on_level(j) -> None:
         """Log the level and rewrite the record with the curve so far: an interrupted search keeps it."""
-        _log(f"capacity: {a.capacity_metric} {j.level:g}: {j.reason}")
+        _log(f"capacity: {record.metric} {j.level:g}: {j.reason}")
         record.levels.append(level_record(j))
         record.search_wall_s = round(time.monotonic() - t0, 2)
         record.detail = f"interrupted after {len(record.levels)} level(s); the curve so far is in levels"
-        record.write(ctx.out_dir / "capacity_record.json")
+        record.write(out_dir / "capacity_record.json")
 
     t0 = time.monotonic()
     result = search_capacity(measure, slos, goal=a.goodput, start=record.start, ceiling=record.ceiling,
-                             integer=integer, resolution=record.resolution, out_of_time=ctx.out_of_time,
+                             integer=integer, resolution=record.resolution, out_of_time=out_of_time,
                              on_level=on_level)
     record.search_wall_s = round(time.monotonic() - t0, 2)
     record.levels = [level_record(j) for j in result.levels]
     record.capacity = result.capacity
     record.bracket_held, record.bracket_failed = result.bracket
     record.converged, record.stop_reason = result.converged, result.stop_reason
-    unit = "" if integer else " req/s"
-    answer = (f"capacity {result.capacity:g}{unit} ({a.capacity_metric}) under {', '.join(record.slos)} "
-              f"with goodput >= {a.goodput:.0%}; {result.stop_reason}; {len(result.levels)} levels in "
-              f"{record.search_wall_s:.0f} s")
+    answer = (f"capacity {result.capacity:g}{unit} ({record.metric}) under {', '.join(record.slos)} "
+              f"with goodput >= {a.goodput:.0%}")
+    at_capacity = next((lv for lv in record.levels if lv.level == result.capacity and lv.holds), None)
+    if record.items_per_request is not None and at_capacity is not None and at_capacity.items_per_s is not None:
+        record.capacity_items_per_s = at_capacity.items_per_s
+        answer += f" = {at_capacity.items_per_s:g} items/s measured there"
+    answer += f"; {result.stop_reason}; {len(result.levels)} levels in {record.search_wall_s:.0f} s"
     if interrupted():
         record.stop_reason = "interrupted; " + record.stop_reason
     ran = bool(result.levels) and not interrupted() and "budget ran out" not in result.stop_reason
@@ -332,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         if points:
             stress = run_points(ctx, points, memory)
             ctx.outputs.append("stress_tests/stress_record.json")
-            passed &= stress.passed
+            passed &= stress.passed is not False  # inconclusive: shown, for the release verdict to weigh
         if "capacity" in args.run_modes and not interrupted():
             cap = run_capacity(ctx)
             cap.write(ctx.out_dir / "capacity_record.json")

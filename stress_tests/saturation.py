@@ -7,8 +7,15 @@ noise); both significantly positive over a sliding window is the signature of sa
 last ``window_s`` seconds we fit a least-squares line to each series and call a slope
 significantly positive when its lower confidence bound (slope - t * standard error, one-sided)
 is above zero, and materially positive when that lower bound, over the window, adds at least 10%
-to the mean TTFT and at least one request in flight (a tiny but real trend is not saturation). Under a closed-loop concurrency cap the in-flight series is flat by construction,
-so the detector stays quiet there: such a load cannot over-saturate beyond its cap.
+to the mean TTFT and at least one request in flight (a tiny but real trend is not saturation).
+
+Closed loop (``closed_loop=True``): with a fixed number of requests in flight the in-flight series is
+flat by construction and throughput is concurrency / latency, so a server falling behind its own
+pace shows as first-token (media: end-to-end) latency rising at a constant load. There the
+detector fires on the latency series alone, with a stronger materiality bar so that ordinary
+noise of a shared machine cannot trip it: the lower bound of the rise over the window must reach
+``CLOSED_LOOP_RISE`` (100%) of the mean latency: latency doubling within the window. Endurance
+points run without the detector: their drift checks judge a rising latency over the whole run.
 """
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+CLOSED_LOOP_RISE = 1.0  # closed loop: the latency rise over a window that counts as falling behind
 # One-sided 99% Student-t critical values by degrees of freedom (normal beyond the table).
 _T99 = {1: 31.82, 2: 6.965, 3: 4.541, 4: 3.747, 5: 3.365, 6: 3.143, 7: 2.998, 8: 2.896, 9: 2.821,
         10: 2.764, 12: 2.681, 15: 2.602, 20: 2.528, 25: 2.485, 30: 2.457, 40: 2.423, 60: 2.390, 120: 2.358}
@@ -67,8 +75,10 @@ class SaturationVerdict:
 class SaturationDetector:
     """Feed it first-token latencies and in-flight counts as they happen; ask ``check(now)``."""
 
-    def __init__(self, window_s: float = 20.0, min_samples: int = 8, min_elapsed_s: float = 10.0):
+    def __init__(self, window_s: float = 20.0, min_samples: int = 8, min_elapsed_s: float = 10.0,
+                 closed_loop: bool = False):
         self.window_s, self.min_samples, self.min_elapsed_s = window_s, min_samples, min_elapsed_s
+        self.closed_loop = closed_loop
         self.ttft: deque[tuple[float, float]] = deque()
         self.concurrency: deque[tuple[float, float]] = deque()
 
@@ -91,6 +101,13 @@ class SaturationDetector:
         if ttft is None or con is None:
             return SaturationVerdict(False, "no spread in time yet")
         mean_ttft = sum(v for _, v in self.ttft) / len(self.ttft)
+        if self.closed_loop:
+            fired = ttft.lower > 0 and ttft.lower * self.window_s >= CLOSED_LOOP_RISE * mean_ttft
+            reason = (f"over-saturated at {now:.1f} s: at a fixed concurrency, over the last {self.window_s:g} s "
+                      f"latency rose {ttft.slope:.1f} ms/s (99% lower bound {ttft.lower:.1f}, at least "
+                      f"{CLOSED_LOOP_RISE:.0%} of its mean {mean_ttft:.0f} ms): the server falls behind its own pace"
+                      ) if fired else "keeping up"
+            return SaturationVerdict(fired, reason, now if fired else None, ttft.slope, con.slope)
         fired = (ttft.lower > 0 and con.lower > 0 and ttft.lower * self.window_s >= 0.1 * mean_ttft
                  and con.lower * self.window_s >= 1.0)
         reason = (f"over-saturated at {now:.1f} s: over the last {self.window_s:g} s TTFT rose "

@@ -41,6 +41,7 @@ MEDIA_CLIENT_SCRIPTS = {
     WorkflowType.BENCHMARKS: ("media-clients", "media_clients/run_media_benchmarks.py"),
     WorkflowType.EVALS: ("media-clients", "media_clients/run_media_evals.py"),
     WorkflowType.TESTS: ("media-clients", "media_clients/run_media_tests.py"),
+    WorkflowType.STRESS_TESTS: ("media-clients", "stress_tests/run_media_stress.py"),
     WorkflowType.REPORTS: CLIENT_SCRIPTS[WorkflowType.REPORTS],
     WorkflowType.DEPLOY: CLIENT_SCRIPTS[WorkflowType.DEPLOY],
 }

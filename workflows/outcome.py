@@ -96,8 +96,9 @@ def undecided_checks(verdict: dict) -> list[str]:
     for check in verdict.get("checks") or []:
         if not isinstance(check, dict) or not check.get("required") or check.get("decision") != "inconclusive":
             continue
-        lines.append(f"verdict INCONCLUSIVE: {check.get('name')}: {check.get('value')} in {check.get('ci95')} "
-                     f"vs target {check.get('target')} (n={check.get('n')}): {check.get('detail') or 'undecided'}")
+        number = (f"{check.get('value')} in {check.get('ci95')} vs target {check.get('target')} (n={check.get('n')}): "
+                  if check.get("value") is not None else "")  # a record's own undecided check carries no number
+        lines.append(f"verdict INCONCLUSIVE: {check.get('name')}: {number}{check.get('detail') or 'undecided'}")
     return lines or ["verdict INCONCLUSIVE (reports/report.md)"]
 
 

@@ -58,17 +58,24 @@ def test_points_endurance_and_capacity_on_the_stub(stub, tmp_path):
     (tmp_path / "server.pid.json").write_text(json.dumps({"kind": "local", "pid": pid, "pgid": pid}))
     proc = run_stress(tmp_path, url, {"mode": "smoke", "run_mode": "single,endurance,capacity",
                                       "input_size": "16", "output_size": "8", "endurance_s": "3",
-                                      "window_s": "1", "slo": "ttft_p99:1000,tpot_p99:100",
+                                      "window_s": "0.5", "slo": "ttft_p99:1000,tpot_p99:100",
                                       "capacity_max": "4", "requests_per_level": "4"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     stress = StressRecord.read(tmp_path / "stress_tests" / "stress_record.json")
-    assert stress.passed and [p.mode for p in stress.points] == ["single", "endurance"]
+    assert [p.mode for p in stress.points] == ["single", "endurance"]
     single, endurance = stress.points
-    assert single.completed == single.sent == 2 and single.error_rate == 0
+    assert single.passed and single.completed == single.sent == 2 and single.error_rate == 0
     assert single.ttft_ms.p05 <= single.ttft_ms.p50 <= single.ttft_ms.p99 and single.ttft_ms.p50 >= 19
-    assert endurance.duration_s >= 3 and endurance.completed > 4 and len(endurance.windows) >= 3
+    assert endurance.duration_s >= 3 and endurance.completed > 4 and len(endurance.windows) >= 5
     assert endurance.drift.memory_source == "process_tree" and endurance.drift.memory_first_mb > 1
-    assert endurance.drift.latency_drift_pct is not None and "memory_growth_pct" in endurance.checks
+    # Three seconds cannot bound a p99 per slice: the latency drift is shown and left undecided, never passed.
+    lat = endurance.checks["latency_p99_drift_pct"]
+    assert lat["decision"] == "inconclusive" and lat["passed"] is None and "cannot bound a p99" in lat["detail"]
+    assert len(endurance.drift.slices) == 4 and endurance.drift.latency_p99_first_ms > 19
+    assert endurance.checks["memory_growth_pct"]["decision"] in ("pass", "inconclusive")
+    assert endurance.drift.memory_samples >= 4 and endurance.drift.memory_baseline_mb > 1
+    assert (endurance.status, endurance.passed) == ("inconclusive", None)
+    assert (stress.status, stress.passed) == ("inconclusive", None) and "inconclusive: endurance" in stress.detail
     assert (tmp_path / single.requests_file).is_file()
     cap = CapacityRecord.read(tmp_path / "stress_tests" / "capacity_record.json")
     assert cap.capacity == 4 and cap.bracket_failed is None and "ceiling" in cap.stop_reason

@@ -89,5 +89,6 @@ def test_client_variant_follows_the_model_kind(model_type, variant):
     s.model_type = model_type
     scripts = client_scripts(s)
     assert (scripts is MEDIA_CLIENT_SCRIPTS) is variant
-    reason = no_variant_reason(s, WorkflowType.STRESS_TESTS)
-    assert (reason == f"no stress_tests variant for {model_type} models") if variant else reason is None
+    assert no_variant_reason(s, WorkflowType.STRESS_TESTS) is None  # every media kind has its stress_tests
+    assert scripts[WorkflowType.STRESS_TESTS][1] == ("stress_tests/run_media_stress.py" if variant
+                                                     else "stress_tests/run_stress_tests.py")
