@@ -19,6 +19,7 @@ from records import judge
 from reports.distributions import from_metrics, from_requests
 from reports.media_section import is_media_reference, read_media
 from reports.section_tables import conformance_tables, stress_tables
+from reports.timelines import point_timeline
 from records.report import (
     TIERS,
     BenchmarkRow,
@@ -239,6 +240,7 @@ def _benchmark_row(run_dir: Path, path: Path, rec: BenchPoint) -> BenchmarkRow:
         point_file=path.relative_to(run_dir).as_posix(),
         requests_file=req_path.relative_to(run_dir.resolve()).as_posix() if req_path else None,
         ttft_dist=ttft_dist, tpot_dist=tpot_dist,
+        timeline=point_timeline(path.stem, rec, req_path) if rec.tool == "tt-bench" else None,
     )
 
 
