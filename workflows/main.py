@@ -245,3 +245,19 @@ def _validate_for_workflow(spec: ModelSpec, options: RunOptions) -> None:
                              f"{', '.join(sorted(EVAL_CONFIGS))}")
     if options.server_mode is ServerMode.LOCAL and spec.device_type.value == "gpu":
         raise UsageError("--local-server is not supported on gpu; use --docker-server (upstream vLLM image)")
+    trace = options.workflow_args.get("trace_file")
+    if trace and options.workflow in (WorkflowType.BENCHMARKS, WorkflowType.RELEASE):
+        _check_trace(trace, spec, options)
+
+
+def _check_trace(trace: str, spec: ModelSpec, options: RunOptions) -> None:
+    """A trace to replay is read and checked before any server starts (a bad line is exit 2 here, not
+    after minutes of start-up); its path is made absolute, the benchmark runs from the repository root."""
+    from benchmarking.workloads.trace_file import TraceError, read_trace
+
+    path = os.path.abspath(os.path.expanduser(trace))
+    try:
+        read_trace(path, max_context=spec.device_model_spec.max_context)
+    except TraceError as exc:
+        raise UsageError(f"--workflow-args trace_file: {exc}") from None
+    options.workflow_args["trace_file"] = path
