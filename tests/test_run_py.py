@@ -70,6 +70,17 @@ def test_bad_input_is_one_line_exit_2(argv: list[str], message: str) -> None:
     assert "Traceback" not in result.stdout + result.stderr
 
 
+def test_bad_trace_stops_run_py_before_a_server_starts(tmp_path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("timestamp,input_tokens,output_tokens\n0,10,2\n100,2000,100\n")
+    result = run_py("--model", "SmolLM2-135M-Instruct", "--workflow", "benchmarks", "--device", "cpu", "--local-server",
+                    "--workflow-args", f"workload=trace trace_file={trace}", "--output-dir", str(tmp_path / "run"))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"run.py: error: --workflow-args trace_file: {trace}:3: input 2000 + output 100 "
+                                     "tokens exceed the model's context of 2048")
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 def test_cpu_release_smoke(tmp_path) -> None:
