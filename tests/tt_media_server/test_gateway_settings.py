@@ -29,6 +29,7 @@ BAD_VALUES: dict[str, list[str]] = {
     "--open-paths": ["no-slash", "/ok,bad"],
     "--upstream-api-key-env": ["", "A B", "UNSET_GATEWAY_KEY_FOR_TEST"],
     "--read-timeout": ["abc", "0", "-5", "nan", "inf"],
+    "--max-in-flight": ["abc", "0", "-1", "1.5", ""],
     "--log-level": ["LOUD", "", "trace"],
 }
 FREE_TEXT = {

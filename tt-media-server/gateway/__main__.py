@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "the client's Authorization is replaced by it")
     parser.add_argument("--read-timeout", type=float, default=600.0,
                         help="seconds the upstream may stay silent mid-response")
+    parser.add_argument("--max-in-flight", type=int, default=512,
+                        help="requests forwarded at once; one more is answered 503 'overloaded' with "
+                             "Retry-After: 1 (default 512)")
     parser.add_argument("--log-level", default="warning", help="one of: " + ", ".join(LOG_LEVELS))
     return parser
 
@@ -80,6 +83,8 @@ def check_settings(ns: argparse.Namespace) -> None:
         raise SystemExit(f"gateway: --leeway {ns.leeway}: must be a finite number of seconds >= 0")
     if not math.isfinite(ns.read_timeout) or ns.read_timeout <= 0:
         raise SystemExit(f"gateway: --read-timeout {ns.read_timeout}: must be a finite number of seconds > 0")
+    if ns.max_in_flight < 1:
+        raise SystemExit(f"gateway: --max-in-flight {ns.max_in_flight}: must be at least 1")
     if ns.log_level.lower() not in LOG_LEVELS:
         raise SystemExit(f"gateway: --log-level {ns.log_level!r}: must be one of {', '.join(LOG_LEVELS)}")
     bad_paths = [p for p in ns.open_paths.split(",") if p.strip() and not p.strip().startswith("/")]
@@ -117,7 +122,7 @@ def build(ns: argparse.Namespace) -> Gateway:
                          leeway_s=ns.leeway, audience=ns.audience, issuer=ns.issuer)
     open_paths = tuple(p.strip() for p in ns.open_paths.split(",") if p.strip())
     return Gateway(ns.upstream, policy, open_paths=open_paths, upstream_authorization=upstream_auth,
-                   read_timeout_s=ns.read_timeout)
+                   read_timeout_s=ns.read_timeout, max_in_flight=ns.max_in_flight)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,12 @@ Rules:
 - A client that disconnects mid-stream closes the upstream connection at once, so the upstream
   cancels the request (the media server frees the user's slot).
 - Upstream unreachable: 502; upstream silent past ``read_timeout_s``: 504; both JSON.
+- Overload: an upstream's own refusals (429 queue full, 503 not ready) are relayed as they are. The
+  gateway holds at most ``max_in_flight`` forwarded requests; one more is answered at once with
+  its own 503 ``{"error": {"type": "overloaded"}}`` and ``Retry-After: 1``, before its body is read
+  or an upstream connection is taken. So under any overload the gateway's sockets, memory and
+  latency stay bounded and it never makes a 5xx of its own other than that 503
+  (``scripts/bench_gateway_overload.py`` measures it at 10x the upstream's capacity).
 - The upstream hop is ``gateway.upstream`` (raw asyncio streams, keep-alive pool), not a general
   HTTP client: it keeps the added first-byte latency to about one local hop
   (``scripts/bench_gateway.py``).
@@ -50,15 +56,18 @@ class Gateway:
 
     def __init__(self, upstream: str, policy: TokenPolicy, open_paths=DEFAULT_OPEN_PATHS,
                  upstream_authorization: str | None = None, connect_timeout_s: float = 10.0,
-                 read_timeout_s: float = 600.0, max_connections: int = 1024):
+                 read_timeout_s: float = 600.0, max_connections: int = 1024, max_in_flight: int = 512):
         self.upstream = upstream.rstrip("/")
         self.policy = policy
         self.open_paths = frozenset(open_paths)
         self.upstream_authorization = upstream_authorization
         self._pool_args = (connect_timeout_s, read_timeout_s, max_connections)
         self._pool: UpstreamPool | None = None
+        self.max_in_flight = max_in_flight
+        self.in_flight = 0
         self.rejected = 0
         self.forwarded = 0
+        self.overloaded = 0  # requests answered with the gateway's own 503
 
     def pool(self) -> UpstreamPool:
         if self._pool is None:
@@ -86,7 +95,19 @@ class Gateway:
                 await send(body)
                 return
             del claims
-        await self._forward(scope, receive, send, headers)
+        if self.in_flight >= self.max_in_flight:
+            self.overloaded += 1
+            start, body = _json_response(
+                503, f"the gateway holds its limit of {self.max_in_flight} requests in flight; retry shortly",
+                "overloaded", [(b"retry-after", b"1")])
+            await send(start)
+            await send(body)
+            return
+        self.in_flight += 1
+        try:
+            await self._forward(scope, receive, send, headers)
+        finally:
+            self.in_flight -= 1
 
     async def _lifespan(self, receive, send) -> None:
         while True:
