@@ -114,6 +114,11 @@ class StressPointRecord(TypedRecord):
     passed: bool | None = described("every check passed (null: inconclusive)", False)
     detail: str = described("one-line summary, or what failed", "")
     requests_file: str | None = described("per-request JSONL relative to the run directory", None)
+    server_state: dict | None = described(
+        "the server's /metrics sampled about once a second during the load (benchmarking/server_state.py: "
+        "t_s since the load started, the request rows' clock minus origin_perf_s; running, waiting, "
+        "kv_cache_usage_pct, prefix_cache_hit_rate, queue_depth, mean_batch_size as exposed); null without /metrics",
+        None)
 
 
 @dataclass

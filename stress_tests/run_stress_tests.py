@@ -107,6 +107,7 @@ def _write_requests(ctx: Context, stem: str, records) -> str:
 
 
 def run_points(ctx: Context, points, memory) -> "StressRecord":  # noqa: F821
+    from benchmarking.server_state import ServerStateSampler
     from stress_tests.driver import Load, drive
     from stress_tests.judge import point_record
     from records.stress import StressRecord
@@ -130,11 +131,16 @@ def run_points(ctx: Context, points, memory) -> "StressRecord":  # noqa: F821
         detector = (SaturationDetector(window_s=max(10.0, 4 * ctx.args.window_s), closed_loop=True)
                     if ctx.args.saturation and p.mode != "endurance" else None)
         started = _now()
-        run = drive(ctx.client_config(), pool, Load(p.concurrency, p.num_prompts or None, p.duration_s),
-                    tag=p.name, window_s=ctx.args.window_s, detector=detector,
-                    memory=memory.read if p.duration_s else None, budget_s=ctx.remaining(),
-                    should_stop=interrupted)
+        sampler = ServerStateSampler(ctx.base_url, ctx.api_key).start()  # the server's side of the same seconds
+        try:
+            run = drive(ctx.client_config(), pool, Load(p.concurrency, p.num_prompts or None, p.duration_s),
+                        tag=p.name, window_s=ctx.args.window_s, detector=detector,
+                        memory=memory.read if p.duration_s else None, budget_s=ctx.remaining(),
+                        should_stop=interrupted)
+        finally:
+            state = sampler.stop()
         rec = point_record(p.name, p.mode, p, run, ctx.args, started, memory.kind, memory.what)
+        rec.server_state = state
         rec.requests_file = _write_requests(ctx, p.name, run.records)
         ctx.outputs.append(rec.requests_file)
         record.points.append(rec)

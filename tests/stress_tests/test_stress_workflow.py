@@ -77,6 +77,8 @@ def test_points_endurance_and_capacity_on_the_stub(stub, tmp_path):
     assert (endurance.status, endurance.passed) == ("inconclusive", None)
     assert (stress.status, stress.passed) == ("inconclusive", None) and "inconclusive: endurance" in stress.detail
     assert (tmp_path / single.requests_file).is_file()
+    # the stub's /metrics was sampled about once a second beside the load (it exposes no engine state)
+    assert endurance.server_state["samples"] >= 3 and len(endurance.server_state["t_s"]) >= 3
     cap = CapacityRecord.read(tmp_path / "stress_tests" / "capacity_record.json")
     assert cap.capacity == 4 and cap.bracket_failed is None and "ceiling" in cap.stop_reason
     assert [lv.level for lv in cap.levels] == [1, 2, 4] and all(lv.holds for lv in cap.levels)
