@@ -27,17 +27,16 @@ import time
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarking.bench_args import WORKFLOW_ARG_KEYS, BenchArgError, BenchArgs, parse_workflow_args  # noqa: E402
+from benchmarking.bench_args import WORKFLOW_ARG_KEYS, BenchArgs, parse_workflow_args  # noqa: E402
 from records.bench import BenchMetrics, BenchPoint, PointParams  # noqa: E402
 from contracts.typed_record import RecordError  # noqa: E402
-from contracts.workflow_args import client_workflow_parser  # noqa: E402
+from contracts.client_main import BadInput, ClientInvocation, StopSignals, run_client  # noqa: E402
 from benchmarking import run_control  # noqa: E402
 from benchmarking.sweeps import Point, build_points  # noqa: E402
 
 __all__ = ["WORKFLOW_ARG_KEYS", "main"]
 # default budgets (s) per mode: (per point, whole sweep); workflow args override
 DEFAULT_BUDGETS = {"smoke": (120.0, 600.0), "ci": (900.0, 3600.0), "full": (7200.0, None)}
-STOP = run_control.StopSignals()  # SIGINT/SIGTERM seen by this process (handlers installed by main)
 
 
 def _now() -> str:
@@ -73,17 +72,18 @@ def _log(msg: str) -> None:
 class Context:
     """Everything a point needs that does not change between points."""
 
-    def __init__(self, run_dir: str, spec: dict, bench: BenchArgs, base_url: str, disable_warmup: bool):
-        self.run_dir = run_dir
-        self.out_dir = os.path.join(run_dir, "benchmarks")
-        self.spec = spec
+    def __init__(self, invocation: ClientInvocation, bench: BenchArgs):
+        self.invocation = invocation
+        self.run_dir = str(invocation.run_dir)
+        self.out_dir = str(invocation.out_dir)
+        self.spec = invocation.spec
         self.bench = bench
-        self.base_url = base_url.rstrip("/")
-        self.disable_warmup = disable_warmup
-        self.api_key = os.environ.get("OPENAI_API_KEY") or None
-        self.model = (os.environ.get("TT_SERVED_MODEL_NAME") or spec.get("served_model_name")
-                      or spec.get("hf_model_repo") or spec.get("model_name") or "")
-        self.model_id = spec.get("model_id") or self.model
+        self.base_url = invocation.server_url
+        self.disable_warmup = invocation.disable_trace_capture
+        self.api_key = invocation.api_key
+        self.model = invocation.served_model_name
+        self.model_id = self.spec.model_id or self.model
+        self.stop = invocation.stop  # SIGINT/SIGTERM seen by this process (recorded, acted on between steps)
         self.tokenizer_dir = os.environ.get("TT_TOKENIZER_DIR") or None
         self.tokenizer = None
         self.tokenizer_note = None
@@ -138,7 +138,7 @@ def _measure_sweep_point(ctx: Context, point: Point, budget_s: float | None):
     offsets = release_offsets(len(items), b.request_rate, b.burstiness, b.ramp, seed=b.seed)
     run = run_point(ctx.client_config(), items, offsets, point.max_concurrency, warm, budget_s,
                     id_prefix=f"tt-{point.isl}-{point.osl}-{point.max_concurrency}", stop_on_signals=True,
-                    pending_signal=lambda: STOP.signum)
+                    pending_signal=lambda: ctx.stop.signum)
     return Measured(run=run, prompt_check=check, summary=None)
 
 
@@ -157,7 +157,7 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     started = _now()
     try:
         if isinstance(point, workloads.WorkloadPoint):
-            measured = workloads.measure(ctx, point, budget_s, lambda: STOP.signum)
+            measured = workloads.measure(ctx, point, budget_s, lambda: ctx.stop.signum)
         else:
             measured = _measure_sweep_point(ctx, point, budget_s)
     finally:
@@ -180,7 +180,7 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     if run.budget_exhausted:
         warnings.append(f"point budget {budget_s:.0f} s ran out; {run.not_sent} requests never sent")
     interrupted = signal.Signals(run.interrupted).name if run.interrupted else None
-    STOP.signum = STOP.signum or run.interrupted
+    ctx.stop.signum = ctx.stop.signum or run.interrupted
     if interrupted:
         warnings.append(f"interrupted by {interrupted}: partial point, {sum(1 for r in finished if not r.warmup)} "
                         f"of {point.num_prompts} requests finished, {run.not_sent} never sent")
@@ -227,8 +227,8 @@ def _judge(ctx: Context, point: Point, record: BenchPoint) -> None:
     """The release judge's verdict per tier on this point (records.judge.check_tier, the same
     function the report uses), stored with the point for the console table."""
     from records.judge import check_tier, max_error_rate, required_tiers
-    allowed, _ = max_error_rate(ctx.spec)
-    required = required_tiers(ctx.spec.get("status"))
+    allowed, _ = max_error_rate(ctx.spec.to_dict())
+    required = required_tiers(ctx.spec.status.name)
     record.targets = {tier: check_tier(tier, tier in required, targets, record, allowed).to_dict()
                       for tier, targets in (point.targets or {}).items() if isinstance(targets, dict)}
 
@@ -240,7 +240,7 @@ def run_vllm_point(ctx: Context, point: Point, python: str, budget_s: float | No
     raw_dir = os.path.join(ctx.out_dir, "vllm_raw")
     os.makedirs(raw_dir, exist_ok=True)
     raw_name = point.stem + ".vllm.json"
-    tokenizer = ctx.tokenizer_dir or ctx.spec.get("hf_model_repo") or ctx.model
+    tokenizer = ctx.tokenizer_dir or ctx.spec.hf_model_repo or ctx.model
     cmd = vllm_tool.bench_command(python, ctx.base_url, ctx.model, tokenizer, point.isl, point.osl,
                                   point.max_concurrency, point.num_prompts, raw_dir, raw_name,
                                   endpoint=b.endpoint, request_rate=b.request_rate, burstiness=b.burstiness,
@@ -308,50 +308,39 @@ def print_table(records: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = client_workflow_parser("tt-inference-server benchmarks workflow").parse_args(argv)
-    if not a.server_url:
-        print("ERROR: --server-url is empty: benchmarks need a live server", file=sys.stderr, flush=True)
-        return 2
+    return run_client("benchmarks", "tt-inference-server benchmarks workflow", run, argv)
+
+
+def run(invocation: ClientInvocation) -> int:
+    if not invocation.server_url:
+        raise BadInput("--server-url is empty: benchmarks need a live server")
     try:
-        with open(a.model_spec_json, encoding="utf-8") as fh:
-            spec = json.load(fh)
-        raw_args = json.loads(a.workflow_args_json or "{}")
-        if not isinstance(raw_args, dict):
-            raise BenchArgError("--workflow-args-json must be a JSON object")
-        bench = parse_workflow_args(raw_args)
+        bench = parse_workflow_args(invocation.workflow_args)
         if bench.workload:  # checked here, before anything is sent (a bad trace names its line)
             from benchmarking import workloads
-            points = workloads.points(spec, bench)
+            points = workloads.points(invocation.spec, bench)
         else:
-            points = build_points(spec, bench)
+            points = build_points(invocation.spec, bench)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        print(f"ERROR: {exc}", file=sys.stderr, flush=True)
-        return 2
+        raise BadInput(str(exc)) from None
     if not points:
-        print("ERROR: no benchmark points left after filtering (check max_context / points=)", file=sys.stderr)
-        return 2
+        raise BadInput("no benchmark points left after filtering (check max_context / points=)")
     vllm_python = None
     if "vllm" in bench.tools:
         from benchmarking.vllm_tool import default_python
         vllm_python = bench.vllm_python or default_python()
         if not vllm_python or not os.path.exists(vllm_python):
-            print("ERROR: tools=vllm needs a python with vllm installed: pass vllm_python=PATH or set "
-                  "TT_VLLM_BENCH_PYTHON", file=sys.stderr)
-            return 2
+            raise BadInput("tools=vllm needs a python with vllm installed: pass vllm_python=PATH or set "
+                           "TT_VLLM_BENCH_PYTHON")
     if bench.dataset == "jsonl" and not os.path.isfile(bench.dataset_path):
-        print(f"ERROR: dataset file not found: {bench.dataset_path}", file=sys.stderr)
-        return 2
+        raise BadInput(f"dataset file not found: {bench.dataset_path}")
 
-    stop = STOP
-    stop.install()
-    ctx = Context(a.run_dir, spec, bench, a.server_url, a.disable_trace_capture)
-    os.makedirs(ctx.out_dir, exist_ok=True)
+    ctx = Context(invocation, bench)
     from benchmarking.prompts import load_tokenizer
     try:
         ctx.tokenizer, ctx.tokenizer_note = load_tokenizer(ctx.tokenizer_dir, ctx.base_url, ctx.model, ctx.api_key)
     except Exception as exc:  # noqa: BLE001 - bad tokenizer dir is bad input
-        print(f"ERROR: cannot load tokenizer from TT_TOKENIZER_DIR={ctx.tokenizer_dir}: {exc}", file=sys.stderr)
-        return 2
+        raise BadInput(f"cannot load tokenizer from TT_TOKENIZER_DIR={ctx.tokenizer_dir}: {exc}") from None
     if ctx.tokenizer_note:
         _log(f"NOTE: {ctx.tokenizer_note}; prompts are whitespace words and lengths are unverified")
     _log(f"model {ctx.model} at {ctx.base_url}; mode {bench.mode}; {len(points)} point(s); "
@@ -361,10 +350,10 @@ def main(argv: list[str] | None = None) -> int:
              + " ".join(f"{k}={json.dumps(v)}" for k, v in sorted(bench.body_fields.items())))
     for p in points:
         _log(f"  point isl={p.isl} osl={p.osl} con={p.max_concurrency} n={p.num_prompts} ({p.source})")
-    return run_sweep(ctx, points, vllm_python, stop)
+    return run_sweep(ctx, points, vllm_python, ctx.stop)
 
 
-def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: run_control.StopSignals) -> int:
+def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: StopSignals) -> int:
     """Warm up, then every point and tool in order; stops early on a signal or a silent server."""
     bench = ctx.bench
     point_default, sweep_default = DEFAULT_BUDGETS[bench.mode]
@@ -421,9 +410,8 @@ def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: 
                 failed_points.append(f"{p.stem} ({tool})")
             elif (rec.get("workload") or {}).get("failed_check"):
                 failed_points.append(f"{p.stem} ({tool}): {rec['workload']['failed_check']}")
-    _atomic_write(os.path.join(ctx.out_dir, "outputs.json"),
-                  json.dumps({"outputs": outputs, "failed_points": failed_points, "skipped_points": skipped,
-                              "interrupted": stop.name or None}, indent=1))
+    ctx.invocation.write_outputs(outputs, failed_points=failed_points, skipped_points=skipped,
+                                 interrupted=stop.name or None)
     print_table(records)
     return closing_lines(records, failed_points, skipped, halt, stop)
 
@@ -438,7 +426,7 @@ def rec_requests(ctx: Context, rec: dict) -> list[dict]:
 
 
 def closing_lines(records: list[dict], failed_points: list[str], skipped: list[str], halt: str | None,
-                  stop: run_control.StopSignals) -> int:
+                  stop: StopSignals) -> int:
     """The last lines say why the run failed (failure classes and counts); returns the exit code."""
     if failed_points:
         _log(f"FAILED points (no request completed or tool error): {', '.join(failed_points)}")

@@ -4,7 +4,7 @@ Why a module of its own: ``run_benchmarks.py`` builds and writes point records; 
 a run stops, and what it says when it does, is a separate contract and is tested on its own.
 
 * SIGINT/SIGTERM never raise in the middle of a write: outside a point the handler only records
-  the signal (checked between steps); inside a point the runner's loop handler aborts in-flight
+  the signal (``contracts.client_main.StopSignals``, checked between steps); inside a point the runner's loop handler aborts in-flight
   requests so the point is written as partial (``interrupted``) and the run exits 128+N.
 * A parent that dies sends SIGTERM (the orchestrator starts every client workflow with Linux's
   parent-death signal, workflows/processes.py), which lands here like any SIGTERM: the point in
@@ -16,33 +16,10 @@ a run stops, and what it says when it does, is a separate contract and is tested
 """
 from __future__ import annotations
 
-import signal
 from collections import Counter
 
 STALL_MARGIN_S = 10.0      # a point's budget exceeds the stall timeout by at least this much
 SERVER_GONE = frozenset({"stall", "connect_error"})  # failure classes that stop the sweep
-
-
-class StopSignals:
-    """Records SIGINT/SIGTERM for the run flow to act on between steps (never raises in a handler)."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-
-    def install(self) -> None:
-        for s in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(s, self._record)
-
-    def _record(self, signum: int, _frame) -> None:
-        self.signum = signum
-
-    @property
-    def name(self) -> str:
-        return signal.Signals(self.signum).name if self.signum else ""
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + (self.signum or 0)
 
 
 def point_budget(configured: float | None, mode_default: float, stall_timeout_s: float) -> float:

@@ -9,9 +9,11 @@ perf_reference plus the first pair of each sweep, full = all.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from benchmarking.bench_args import BenchArgs
+from contracts.model_spec import ModelSpec
 
 BATCH_1_PAIRS: tuple[tuple[int, int], ...] = (
     (128, 128), (128, 1024), (1024, 128), (2048, 128), (3072, 128),
@@ -56,30 +58,24 @@ def num_prompts_for(isl: int, osl: int, concurrency: int) -> int:
     return 8 * concurrency
 
 
-def _dms(spec: dict) -> dict:
-    dms = spec.get("device_model_spec") or {}
-    if not isinstance(dms, dict):
-        raise ValueError("model spec: device_model_spec must be an object")
-    return dms
-
-
-def perf_reference_points(spec: dict) -> list[Point]:
+def perf_reference_points(spec: ModelSpec) -> list[Point]:
     """The spec's perf_reference entries (text only) as points with their target tiers."""
     points = []
-    for entry in _dms(spec).get("perf_reference") or []:
-        if entry.get("task_type", "text") != "text":
+    for entry in spec.device_model_spec.perf_reference:
+        if entry.task_type != "text":
             continue
-        isl, osl, con = int(entry["isl"]), int(entry["osl"]), int(entry["max_concurrency"])
-        n = int(entry.get("num_prompts") or num_prompts_for(isl, osl, con))
-        points.append(Point(isl, osl, con, n, "perf_reference", dict(entry.get("targets") or {})))
+        isl, osl, con = int(entry.isl), int(entry.osl), int(entry.max_concurrency)
+        n = int(entry.num_prompts or num_prompts_for(isl, osl, con))
+        targets = {tier: dataclasses.asdict(target) for tier, target in entry.targets.items()}
+        points.append(Point(isl, osl, con, n, "perf_reference", targets))
     return points
 
 
-def build_points(spec: dict, args: BenchArgs) -> list[Point]:
+def build_points(spec: ModelSpec, args: BenchArgs) -> list[Point]:
     """The ordered, de-duplicated list of points this run measures."""
-    dms = _dms(spec)
-    max_context = int(dms.get("max_context") or 0) or None
-    max_con = max(1, int(dms.get("max_concurrency") or 1))
+    dms = spec.device_model_spec
+    max_context = int(dms.max_context or 0) or None
+    max_con = max(1, int(dms.max_concurrency or 1))
     reference = perf_reference_points(spec)
     ref_by_key = {p.key: p for p in reference}
 

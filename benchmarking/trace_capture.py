@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from benchmarking.bench_args import WORKFLOW_ARG_KEYS, parse_workflow_args
+from contracts.model_spec import ModelSpec
 from benchmarking.sweeps import build_points
 
 # Failure classes that mean the server is silent or unreachable: every later request would wait
@@ -42,12 +43,12 @@ class WarmupOutcome:
     silent: bool = False
 
 
-def warmup_pairs(spec: dict, workflow_args: dict) -> list[tuple[int, int]]:
+def warmup_pairs(spec: ModelSpec, workflow_args: dict) -> list[tuple[int, int]]:
     """Distinct (isl, osl) pairs, ascending, that this benchmarks run will measure."""
     return plan_warmup(spec, workflow_args).pairs
 
 
-def plan_warmup(spec: dict, workflow_args: dict) -> WarmupPlan:
+def plan_warmup(spec: ModelSpec, workflow_args: dict) -> WarmupPlan:
     """The pairs the benchmarks will measure, with the benchmarks' own timeouts."""
     # keys of other workflows are the orchestrator's business; plan with the ones we know
     known = {k: str(v) for k, v in (workflow_args or {}).items() if k in WORKFLOW_ARG_KEYS}

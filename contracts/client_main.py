@@ -117,12 +117,13 @@ class ClientInvocation:
             path = self.run_dir / path
         return Path(os.path.relpath(path, self.run_dir)).as_posix()
 
-    def write_outputs(self, paths: Iterable[Path | str]) -> Path:
-        """``<workflow>/outputs.json``: the result files, relative to the run (atomically replaced)."""
+    def write_outputs(self, paths: Iterable[Path | str], **details) -> Path:
+        """``<workflow>/outputs.json``: the result files, relative to the run (atomically replaced);
+        ``details`` are extra keys a workflow reports beside them (e.g. the points it did not run)."""
         listing = self.out_dir / "outputs.json"
         rel = sorted({self.rel(p) for p in paths})
         tmp = listing.with_name(listing.name + ".tmp")
-        tmp.write_text(json.dumps({"outputs": rel}, indent=2) + "\n")
+        tmp.write_text(json.dumps({"outputs": rel, **details}, indent=2) + "\n")
         os.replace(tmp, listing)
         return listing
 

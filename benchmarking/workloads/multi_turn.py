@@ -24,11 +24,12 @@ from benchmarking.server_state import prefix_cache_hit_rate
 from benchmarking.sweeps import build_points
 from benchmarking.workloads import Measured, WorkloadPoint, latency_stats, prompt_check
 from benchmarking.workloads.corpus import Corpus
+from contracts.model_spec import ModelSpec
 
 _POLL_S = 0.1
 
 
-def points(spec: dict, bench) -> list[WorkloadPoint]:
+def points(spec: ModelSpec, bench) -> list[WorkloadPoint]:
     """The sweep's points, each run as conversations (``num_prompts`` conversations of ``turns`` turns)."""
     return [WorkloadPoint(p.isl, p.osl, p.max_concurrency, p.num_prompts, source="multi_turn",
                           workload="multi_turn") for p in build_points(spec, bench)]

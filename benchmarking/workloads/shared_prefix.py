@@ -25,13 +25,14 @@ from benchmarking.server_state import prefix_cache_hit_rate
 from benchmarking.sweeps import build_points
 from benchmarking.workloads import Measured, WorkloadPoint, latency_stats, prompt_check
 from benchmarking.workloads.corpus import Corpus
+from contracts.model_spec import ModelSpec
 
 
 def prefix_len(bench, isl: int) -> int:
     return bench.prefix_tokens or isl // 2
 
 
-def points(spec: dict, bench) -> list[WorkloadPoint]:
+def points(spec: ModelSpec, bench) -> list[WorkloadPoint]:
     """The sweep's points; every one must leave room after the prefix (``prefix_tokens < isl``)."""
     out = []
     for p in build_points(spec, bench):

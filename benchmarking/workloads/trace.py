@@ -20,17 +20,17 @@ from benchmarking.runner import WorkItem, run_point
 from benchmarking.workloads import Measured, WorkloadPoint, prompt_check
 from benchmarking.workloads.corpus import Corpus
 from benchmarking.workloads.trace_file import read_trace
+from contracts.model_spec import ModelSpec
 
 MAX_RATE_BINS = 600
 
 
-def points(spec: dict, bench) -> list[WorkloadPoint]:
+def points(spec: ModelSpec, bench) -> list[WorkloadPoint]:
     """One point: the whole trace. Its isl/osl are the trace's mean lengths (rounded), its
     concurrency and prompt count the number of requests (none is held back)."""
     if not bench.trace_file:
         raise ValueError("workload=trace needs trace_file=PATH")
-    dms = spec.get("device_model_spec") or {}
-    max_context = int(dms.get("max_context") or 0) or None
+    max_context = int(spec.device_model_spec.max_context or 0) or None
     trace = read_trace(bench.trace_file, max_context=max_context, time_scale=bench.time_scale)
     n = len(trace.requests)
     isl = round(sum(r.input_tokens for r in trace.requests) / n)

@@ -10,13 +10,14 @@ from benchmarking.bench_args import WORKFLOW_ARG_KEYS, BenchArgError, parse_work
 from benchmarking.sweeps import build_points, num_prompts_for
 from benchmarking.trace_capture import warmup_pairs
 from contracts import REPO_ROOT
+from tests.helpers import model_spec
 
-SPEC = {"model_id": "m", "hf_model_repo": "org/m", "device_model_spec": {
-    "max_context": 4096, "max_concurrency": 32, "perf_reference": [
-        {"isl": 128, "osl": 128, "max_concurrency": 1, "num_prompts": 8, "task_type": "text",
-         "targets": {"functional": {"ttft_ms": 100, "tput_user": 5, "tput": 5}}},
-        {"isl": 1024, "osl": 1024, "max_concurrency": 32, "task_type": "text"},
-        {"isl": 128, "osl": 128, "max_concurrency": 1, "task_type": "image"}]}}
+REFERENCE = [{"isl": 128, "osl": 128, "max_concurrency": 1, "num_prompts": 8, "task_type": "text",
+              "targets": {"functional": {"ttft_ms": 100, "tput_user": 5, "tput": 5}}},
+             {"isl": 1024, "osl": 1024, "max_concurrency": 32, "num_prompts": 0, "task_type": "text"},
+             {"isl": 128, "osl": 128, "max_concurrency": 1, "num_prompts": 0, "task_type": "image"}]
+SPEC = model_spec(model_id="m", hf_model_repo="org/m",
+                  device_model_spec={"max_context": 4096, "max_concurrency": 32, "perf_reference": REFERENCE})
 
 
 def test_keys_importable_without_third_party_packages():
@@ -66,7 +67,7 @@ def test_sweep_modes():
     assert [p.source for p in only] == ["perf_reference"] * 2
     smoke = build_points(SPEC, parse_workflow_args({"mode": "smoke"}))
     assert [p.key for p in smoke] == [(128, 128, 1), (1024, 1024, 32)]  # smoke measures what carries targets
-    no_refs = {**SPEC, "device_model_spec": {**SPEC["device_model_spec"], "perf_reference": []}}
+    no_refs = model_spec(model_id="m", device_model_spec={"max_context": 4096, "max_concurrency": 32, "perf_reference": []})
     assert [p.key for p in build_points(no_refs, parse_workflow_args({"mode": "smoke"}))] == [(64, 16, 1), (128, 32, 4)]
     chosen = build_points(SPEC, parse_workflow_args({"points": "128x128x1,64x8x2x3", "num_prompts": "5"}))
     assert [(p.key, p.num_prompts, p.source) for p in chosen] == [((128, 128, 1), 5, "perf_reference"),

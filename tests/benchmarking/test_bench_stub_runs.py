@@ -11,13 +11,14 @@ from benchmarking.metrics import compute_metrics
 from benchmarking.prompts import request_body
 from benchmarking.runner import WorkItem, run_point
 from contracts import REPO_ROOT
+from tests.helpers import model_spec
 
 
-SPEC = {"model_id": "stub-id", "hf_model_repo": "org/stub", "served_model_name": "stub-model",
-        "device_model_spec": {"max_context": 1024, "max_concurrency": 4, "perf_reference": [
-            {"isl": 128, "osl": 32, "max_concurrency": 4, "num_prompts": 8, "task_type": "text",
-             "targets": {"functional": {"ttft_ms": 5000, "tput_user": 1, "tput": 4},
-                         "target": {"ttft_ms": 0.001, "tput_user": 1e9, "tput": None}}}]}}
+SPEC = model_spec(model_id="stub-id", hf_model_repo="org/stub", served_model_name="stub-model", device_model_spec={
+    "max_context": 1024, "max_concurrency": 4, "perf_reference": [
+        {"isl": 128, "osl": 32, "max_concurrency": 4, "num_prompts": 8, "task_type": "text",
+         "targets": {"functional": {"ttft_ms": 5000, "tput_user": 1, "tput": 4},
+                     "target": {"ttft_ms": 0.001, "tput_user": 1e9, "tput": None}}}]}).to_dict()
 
 
 def items(n, osl=8):

@@ -14,14 +14,15 @@ import sys
 import pytest
 
 from contracts import REPO_ROOT
+from tests.helpers import model_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_tiny_point_on_real_server(real_cpu_server, tmp_path):
     server, MODEL_DIR = real_cpu_server.base_url, str(real_cpu_server.model_dir)
-    spec = {"model_id": "smollm2", "hf_model_repo": "HuggingFaceTB/SmolLM2-135M-Instruct",
-            "device_model_spec": {"max_context": 2048, "max_concurrency": 2, "perf_reference": []}}
+    spec = model_spec(model_id="smollm2", device_model_spec={"max_context": 2048, "max_concurrency": 2,
+                                                              "perf_reference": []}).to_dict()
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TT_SERVED_MODEL_NAME="SmolLM2-135M-Instruct", TT_TOKENIZER_DIR=MODEL_DIR)
     env["OPENAI_API_KEY"] = real_cpu_server.api_key

@@ -16,13 +16,13 @@ from types import SimpleNamespace
 import pytest
 
 from contracts import REPO_ROOT
-from tests.helpers import closed_port
+from tests.helpers import closed_port, model_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def _bench(server, run_dir, wargs: dict) -> tuple[subprocess.CompletedProcess, dict]:
-    spec = {"model_id": "smollm2", "hf_model_repo": "HuggingFaceTB/SmolLM2-135M-Instruct",
-            "device_model_spec": {"max_context": 2048, "max_concurrency": 4, "perf_reference": []}}
+    spec = model_spec(model_id="smollm2", device_model_spec={"max_context": 2048, "max_concurrency": 4,
+                                                              "perf_reference": []}).to_dict()
     os.makedirs(run_dir, exist_ok=True)
     with open(os.path.join(run_dir, "spec.json"), "w") as fh:
         json.dump(spec, fh)

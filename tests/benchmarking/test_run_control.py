@@ -15,9 +15,10 @@ from benchmarking.bench_args import BenchArgError, parse_workflow_args
 from benchmarking.metrics import RequestRecord
 from benchmarking.sse import finish_record
 from contracts import REPO_ROOT
+from tests.helpers import model_spec
 
-SPEC = {"model_id": "fake-id", "hf_model_repo": "org/fake", "served_model_name": "m",
-        "device_model_spec": {"max_context": 1024, "max_concurrency": 1}}
+SPEC = model_spec(model_id="fake-id", hf_model_repo="org/fake", served_model_name="m",
+                  device_model_spec={"max_context": 1024, "max_concurrency": 1}).to_dict()
 STEM = "point_isl-16_osl-20_con-1_n-4"
 
 

@@ -267,7 +267,7 @@ def test_small_model_server_names_map_onto_this_servers_settings():
     assert no_warmup["enable_warmup"] is False
     cuda, both, warm = _settings({"model_device": "cuda:0"}, {"max_concurrent": "4", "max_batch_size": "2"},
                                  {"warmup_steps": "0", "enable_warmup": "1"})
-    assert "MODEL_DEVICE=cuda:0: no runner of this server uses CUDA" in cuda["error"]
+    assert "MODEL_DEVICE=cuda:0: torch sees 0 CUDA device(s) here" in cuda["error"]  # a host without CUDA
     assert "MAX_CONCURRENT=4 and MAX_BATCH_SIZE=2" in both["error"]
     assert "WARMUP_STEPS=0 contradicts ENABLE_WARMUP=1" in warm["error"]
     text = _in_media_venv("from media_server.runners.text_slots import TextSettings as T\n"

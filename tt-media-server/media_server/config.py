@@ -127,9 +127,10 @@ def _as_int(value: Any) -> int | None:
 
 
 def _model_device_preset(given: dict[str, Any]) -> str:
-    """MODEL_DEVICE (the small-model server's name) -> a DEVICE preset name ("" for auto).
+    """MODEL_DEVICE (the small-model server's name) -> a DEVICE preset name ("" for auto, cuda, mps).
 
-    cuda/mps are refused rather than quietly run on the CPU: no runner of this server uses them.
+    cuda/mps are accepted only when torch sees the device (devices.py); the device-aware runners
+    (vision, embeddings, rerank) use it, the CPU-only ones say cpu in /v1/models.
     """
     if "model_device" not in given:
         return ""
@@ -142,10 +143,11 @@ def _model_device_preset(given: dict[str, Any]) -> str:
             raise ValueError(f"MODEL_DEVICE=cpu contradicts DEVICE={device}; set one of them")
         return "cpu"
     if value in ("cuda", "mps") or re.fullmatch(r"cuda:\d+", value):
-        raise ValueError(f"MODEL_DEVICE={value}: no runner of this server uses CUDA or MPS; use "
-                         "MODEL_DEVICE=cpu or auto (CPU runners), or DEVICE=n150|n300|t3k|galaxy")
-    raise ValueError(f"MODEL_DEVICE={value!r}: must be one of cpu, auto (cuda, cuda:<idx> and mps "
-                     "name devices no runner here uses)")
+        from media_server.devices import resolve
+
+        resolve(value)  # DeviceUnavailable (a ValueError) names the device torch does not see
+        return ""
+    raise ValueError(f"MODEL_DEVICE={value!r}: must be one of auto, cpu, mps, cuda, cuda:<idx>")
 
 
 def _apply_mesh_flag(given: dict[str, Any], merged: dict[str, Any]) -> None:
@@ -262,8 +264,8 @@ class Settings(BaseSettings):
     enable_warmup: bool = Field(True, description="Runners run one warm-up inference before reporting ready")
     enable_metrics: bool = Field(True, description="Serve GET /metrics (0: 404)")
     # The small-model OpenAI server's names, mapped onto the settings above (see _apply_aliases).
-    model_device: str = Field("auto", description="cpu | auto (cpu: the DEVICE=cpu preset); cuda and mps "
-                                                  "are refused: no runner here uses them")
+    model_device: str = Field("auto", description="auto (CUDA, then MPS, then CPU) | cpu (also the DEVICE=cpu "
+                                                  "preset) | cuda | cuda:<idx> | mps (only when torch sees it)")
     max_concurrent: int = Field(0, ge=0, le=256, description="Requests one worker runs at once: sets "
                                 "MAX_BATCH_SIZE when that is not given (0: not given)")
     max_text_chars: int = Field(0, ge=0, le=100_000_000, description="Longest text input (embeddings "

@@ -34,7 +34,16 @@ class ModelSource:
 
 
 def _missing(path: Path, required: tuple[str, ...]) -> list[str]:
-    return [pattern for pattern in required if not any(path.glob(pattern))]
+    """The required patterns with no file; ``a|b`` is satisfied by either (safetensors or a .bin)."""
+    return [pattern for pattern in required
+            if not any(any(path.glob(alternative)) for alternative in pattern.split("|"))]
+
+
+def hub_cache() -> str:
+    """HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub, read when asked (not at import)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    return os.path.join(os.path.expanduser(os.environ.get("HF_HOME", "~/.cache/huggingface")), "hub")
 
 
 def auto_download_enabled() -> bool:
@@ -49,7 +58,8 @@ def cached_snapshot(source: ModelSource) -> Path | None:
     except ImportError:
         return None
     try:
-        return Path(snapshot_download(source.repo, revision=source.revision, local_files_only=True))
+        return Path(snapshot_download(source.repo, revision=source.revision, local_files_only=True,
+                                      cache_dir=hub_cache()))
     except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError):
         return None
 
@@ -67,7 +77,7 @@ def resolve_model_dir(source: ModelSource, local_path: str = "", allow_download:
     if snapshot is not None and not _missing(snapshot, source.required):
         return snapshot
     allow = auto_download_enabled() if allow_download is None else allow_download
-    cache = os.environ.get("HF_HUB_CACHE") or os.path.join(os.environ.get("HF_HOME", "~/.cache/huggingface"), "hub")
+    cache = hub_cache()
     missing = ", ".join(_missing(snapshot, source.required) if snapshot else source.required)
     if not allow:
         raise RunnerUnavailable(f"{what}: weights not found in {cache} (missing {missing}) and AUTO_DOWNLOAD_MODELS=0;"
@@ -82,7 +92,8 @@ def download(source: ModelSource, what: str, missing: str) -> Path:
     except ImportError:
         raise RunnerUnavailable(f"{what}: huggingface_hub is not installed; cannot download") from None
     try:
-        path = Path(snapshot_download(source.repo, revision=source.revision, token=os.environ.get("HF_TOKEN") or None))
+        path = Path(snapshot_download(source.repo, revision=source.revision, cache_dir=hub_cache(),
+                                      token=os.environ.get("HF_TOKEN") or None))
     except Exception as exc:  # noqa: BLE001 - offline, gated, unknown repo: all one line for the operator
         reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise RunnerUnavailable(f"{what}: weights not found locally (missing {missing}) and the download failed "

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from media_server.devices import model_device
 from media_server.embeddings.encoding import EmbeddingModelInfo
 from media_server.embeddings.settings import embedding_settings
 from media_server.runners.base import BatchRunner, ItemError, RunnerUnavailable
@@ -99,7 +100,7 @@ class EmbeddingCpuRunner(BatchRunner):
     def model_card(cls, model_id: str) -> dict[str, Any]:
         """/v1/models shows the vector length and the context in tokens."""
         info = cls.model_info(model_id)
-        return {"dimension": info.dimension, "max_tokens": info.max_tokens or None}
+        return {"dimension": info.dimension, "max_tokens": info.max_tokens or None, "device": model_device().label}
 
     def load(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -112,7 +113,7 @@ class EmbeddingCpuRunner(BatchRunner):
         threads = embedding_settings().cpu_threads(self.settings)
         if threads:
             torch.set_num_threads(threads)
-        self.model = SentenceTransformer(str(self.model_path()), device="cpu", local_files_only=True)
+        self.model = SentenceTransformer(str(self.model_path()), device=model_device().label, local_files_only=True)
         self.model.eval()
         if self.settings.enable_warmup:
             self.encode(["warm-up sentence for the embedding model"] * 4)

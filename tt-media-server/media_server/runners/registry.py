@@ -32,6 +32,16 @@ RUNNERS: dict[str, str] = {
     "text-slots": "media_server.runners.text_slots:TextSlotsRunner",
     "vision-hf": "media_server.runners.vision_hf:VisionHfRunner",
     "tiny-random-qwen3-vl": "media_server.runners.vision_hf:TinyRandomQwen3VlRunner",
+    # The small-model server's documented catalog, under its names (runners/catalog.py):
+    "BAAI/bge-m3": "media_server.runners.catalog:BgeM3Runner",
+    "google/embeddinggemma-300m": "media_server.runners.catalog:EmbeddingGemmaRunner",
+    "Qwen/Qwen3-4B-Instruct-2507": "media_server.runners.catalog:Qwen3_4BRunner",
+    "meta-llama/Llama-3.2-1B-Instruct": "media_server.runners.catalog:Llama32_1BRunner",
+    "meta-llama/Llama-3.2-3B-Instruct": "media_server.runners.catalog:Llama32_3BRunner",
+    "Qwen/Qwen3-VL-2B-Instruct": "media_server.runners.catalog:Qwen3VL2BRunner",
+    "Qwen/Qwen3-VL-4B-Instruct": "media_server.runners.catalog:Qwen3VL4BRunner",
+    **{f"openai/whisper-{size}": f"media_server.runners.catalog:Whisper_{size.replace('.', '_').replace('-', '_')}"
+       for size in ("tiny", "tiny.en", "small", "small.en", "medium", "medium.en", "large-v2")},
 }
 
 

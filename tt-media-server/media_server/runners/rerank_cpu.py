@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
+from media_server.devices import model_device
 from media_server.embeddings.settings import embedding_settings
 from media_server.model_files import ModelSource, resolve_model_dir
 from media_server.runners.base import BatchRunner, ItemError, RunnerUnavailable
@@ -41,7 +42,7 @@ class CrossEncoderRunner(BatchRunner):
 
     @classmethod
     def model_card(cls, model_id: str) -> dict[str, Any]:
-        return {"scoring": "cross-encoder", "device": "cpu"}
+        return {"scoring": "cross-encoder", "device": model_device().label}
 
     def load(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -51,7 +52,7 @@ class CrossEncoderRunner(BatchRunner):
         threads = embedding_settings().cpu_threads(self.settings)
         if threads:
             torch.set_num_threads(threads)
-        self.model = CrossEncoder(str(self.model_dir()), device="cpu", local_files_only=True)
+        self.model = CrossEncoder(str(self.model_dir()), device=model_device().label, local_files_only=True)
         if self.settings.enable_warmup:
             self.model.predict([("warm-up query", "warm-up document")], show_progress_bar=False)
 

@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
+from media_server.devices import model_device
 from media_server.model_files import ModelSource, resolve_model_dir
 from media_server.runners.base import GeneratorStreamingRunner, RunnerUnavailable, StreamItemError
 from media_server.runners.text_params import InvalidTextRequest, TextRequest
@@ -83,7 +84,7 @@ class VisionHfRunner(GeneratorStreamingRunner):
 
     @classmethod
     def model_card(cls, model_id: str) -> dict[str, Any]:
-        card: dict[str, Any] = {"modalities": ["text", "image"], "device": "cpu"}
+        card: dict[str, Any] = {"modalities": ["text", "image"], "device": model_device().label}
         if cls.source is not None:
             card.update({"hf_repo": cls.source.repo, "revision": cls.source.revision})
         return card
@@ -98,7 +99,8 @@ class VisionHfRunner(GeneratorStreamingRunner):
         from media_server.vision.chat_model import VisionChatModel
 
         threads = vision_settings().vision_torch_threads or self.settings.cpu_threads_per_worker
-        self.chat = VisionChatModel(self.checkpoint_dir(self.settings), threads=threads)
+        self.chat = VisionChatModel(self.checkpoint_dir(self.settings), threads=threads,
+                                    device=model_device().label)
         if self.settings.enable_warmup:
             warm = self.chat.prepare([{"role": "user", "content": [{"type": "text", "text": "hi"}]}], [])
             for _ in self.chat.generate(warm, 2, 0.0, 1.0, None, 0, False, threading.Event()):
@@ -171,4 +173,5 @@ class TinyRandomQwen3VlRunner(VisionHfRunner):
 
     @classmethod
     def model_card(cls, model_id: str) -> dict[str, Any]:
-        return {"modalities": ["text", "image"], "device": "cpu", "fake": "random weights (tiny Qwen3-VL)"}
+        return {"modalities": ["text", "image"], "device": model_device().label,
+                "fake": "random weights (tiny Qwen3-VL)"}

@@ -54,7 +54,7 @@ def _chat_template(path: Path, tokenizer) -> str:
 class VisionChatModel:
     """Loaded model, tokenizer, image processor and chat template of one checkpoint directory."""
 
-    def __init__(self, path: Path, threads: int = 0):
+    def __init__(self, path: Path, threads: int = 0, device: str = "cpu"):
         import torch
         from transformers import AutoModelForImageTextToText, AutoTokenizer
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
@@ -65,7 +65,9 @@ class VisionChatModel:
         self.tokenizer = AutoTokenizer.from_pretrained(str(path))
         self.image_processor = Qwen2VLImageProcessorPil.from_pretrained(str(path))
         self.chat_template = _chat_template(path, self.tokenizer)
-        self.model = AutoModelForImageTextToText.from_pretrained(str(path), dtype=torch.float32).eval()
+        self.device = device
+        dtype = torch.float32 if device == "cpu" else torch.bfloat16
+        self.model = AutoModelForImageTextToText.from_pretrained(str(path), dtype=dtype).to(device).eval()
         self.image_token_id = self.tokenizer.convert_tokens_to_ids(IMAGE_PAD)
         config = self.model.config
         text_config = getattr(config, "text_config", config)
@@ -143,8 +145,11 @@ class VisionChatModel:
             try:
                 if seed is not None:
                     torch.manual_seed(seed)
+                inputs = {k: v.to(self.device) for k, v in prepared.inputs.items()}
+                if "pixel_values" in inputs:
+                    inputs["pixel_values"] = inputs["pixel_values"].to(self.model.dtype)
                 with torch.inference_mode():
-                    self.model.generate(**prepared.inputs, **kwargs)
+                    self.model.generate(**inputs, **kwargs)
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer
                 failure.append(exc)
                 tokens.put(done)

