@@ -73,6 +73,11 @@ class DeployOptions:
     weights_pvc: str = ""
     storage_class: str = ""
     extra_labels: dict[str, str] = field(default_factory=dict)
+    #: Appended to every object name (the release matrix: two impls of one model on one device).
+    name_suffix: str = ""
+    #: A PersistentVolumeClaim the client Job writes its run directory to (``/results/<job name>``),
+    #: where a collector gathers it; empty: a scratch volume (the run directory dies with the pod).
+    results_claim: str = ""
 
     @classmethod
     def from_workflow_args(cls, args: dict[str, str], *, client_image: str) -> "DeployOptions":
@@ -117,8 +122,14 @@ def resource_name(spec: ModelSpec) -> str:
     return cleaned.strip("-")[:52].rstrip("-")
 
 
+def base_name(spec: ModelSpec, options: DeployOptions) -> str:
+    """The spec's resource name with the options' suffix, still at most 52 characters."""
+    suffix = options.name_suffix
+    return resource_name(spec)[:52 - len(suffix)].rstrip("-") + suffix
+
+
 def labels(spec: ModelSpec, options: DeployOptions) -> dict[str, str]:
-    return {"app.kubernetes.io/name": resource_name(spec), "app.kubernetes.io/part-of": "tt-inference-server",
+    return {"app.kubernetes.io/name": base_name(spec, options), "app.kubernetes.io/part-of": "tt-inference-server",
             "app.kubernetes.io/version": spec.version, "tt-inference-server/device": spec.device_type.value,
             **options.extra_labels}
 
@@ -197,7 +208,7 @@ def deployment(spec: ModelSpec, options: DeployOptions, names: dict[str, str]) -
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "4Gi" if spec.device_type is DeviceType.CPU else "16Gi"}},
         *device_volumes,
     ]
-    selector = {"app.kubernetes.io/name": resource_name(spec)}
+    selector = {"app.kubernetes.io/name": base_name(spec, options)}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(names["server"], spec, options),
         "spec": {"replicas": options.replicas, "selector": {"matchLabels": selector},
@@ -209,7 +220,7 @@ def deployment(spec: ModelSpec, options: DeployOptions, names: dict[str, str]) -
 
 def service(spec: ModelSpec, options: DeployOptions, names: dict[str, str]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(names["server"], spec, options),
-            "spec": {"type": "ClusterIP", "selector": {"app.kubernetes.io/name": resource_name(spec)},
+            "spec": {"type": "ClusterIP", "selector": {"app.kubernetes.io/name": base_name(spec, options)},
                      "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}]}}
 
 
@@ -243,7 +254,10 @@ def client_job(spec: ModelSpec, options: DeployOptions, names: dict[str, str]) -
     url = f"http://{names['server']}.{options.namespace}.svc.cluster.local:{SERVICE_PORT}"
     command = ["python3", "run.py", "--model", spec.model_name, "--device", spec.device_type.value,
                "--impl", spec.impl.impl_name, "--workflow", options.job, "--server-url", url,
-               "--workflow-args", f"mode={options.job_mode}", "--output-dir", "/results/run"]
+               "--workflow-args", f"mode={options.job_mode}",
+               "--output-dir", f"/results/{names['job']}" if options.results_claim else "/results/run"]
+    results = ({"name": "results", "persistentVolumeClaim": {"claimName": options.results_claim}}
+               if options.results_claim else {"name": "results", "emptyDir": {}})
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _meta(names["job"], spec, options),
             "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": 86400,
                      "template": {"metadata": {"labels": labels(spec, options)},
@@ -252,11 +266,11 @@ def client_job(spec: ModelSpec, options: DeployOptions, names: dict[str, str]) -
                                       "env": [{"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {
                                           "name": names["secret"], "key": api_key_name(spec)}}}],
                                       "volumeMounts": [{"name": "results", "mountPath": "/results"}]}],
-                                      "volumes": [{"name": "results", "emptyDir": {}}]}}}}
+                                      "volumes": [results]}}}}
 
 
 def object_names(spec: ModelSpec, options: DeployOptions) -> dict[str, str]:
-    base = resource_name(spec)
+    base = base_name(spec, options)
     return {"server": base, "config": f"{base}-spec", "secret": f"{base}-secrets", "weights": options.weights_pvc
             or f"{base}-weights", "job": f"{base}-{options.job}"}
 

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Run one tier of the catalog's release matrix and write the model support table.
+
+    python3 scripts/release_matrix.py --tier cpu --workflow-args mode=smoke --out DIR
+    python3 scripts/release_matrix.py --tier nightly --executor k8s --out DIR   # Kubernetes objects
+    python3 scripts/release_matrix.py --list-tiers
+
+Tiers (``workflows/release_matrix.yaml``) select catalog specs by device and status. ``--executor
+local`` (default) runs every spec of the tier on this host, one after another, with ``run.py
+--local-server``: a failure does not stop the others, Ctrl-C stops the running spec and keeps what
+finished. It writes ``DIR/model_support.md`` (one row per spec: model, device, impl, status, verdict
+PASS/FAIL/INCONCLUSIVE/NOT RUN with the reason, headline figures, comparison with the previous run,
+run id, date) and ``DIR/release_specs.json`` (the status each verdict supports). ``--executor k8s``
+writes ``DIR/k8s/``: one Job per entry from the deploy workflow's manifests plus a collector, validated
+offline. ``--collect RUNS`` builds the table from run directories a cluster wrote (the collector).
+
+Exit codes: 0 every spec that ran passed (NOT RUN rows do not fail a tier); 3 a spec FAILED; 4 none
+failed but one is INCONCLUSIVE; 1 the k8s objects are invalid; 2 bad input; 130 interrupted.
+Like run.py, it runs on any Python >= 3.10 and re-executes itself in the orchestrator's venv.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+MARKER = "TT_INFERENCE_ORCHESTRATOR"
+EXECUTORS = ("local", "k8s")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="release_matrix.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--tier", help="tier of workflows/release_matrix.yaml (see --list-tiers)")
+    p.add_argument("--workflow-args", default="", help="'key=value ...' laid over the tier's (e.g. mode=smoke)")
+    p.add_argument("--out", type=Path, help="where model_support.md and release_specs.json (or k8s/) go")
+    p.add_argument("--compare-to", help="passed to every run.py (default: a release compares with the last run)")
+    p.add_argument("--executor", default="local", choices=EXECUTORS)
+    p.add_argument("--namespace", default="default", help="--executor k8s: namespace of every object")
+    p.add_argument("--client-image", default="", help="--executor k8s: image with run.py for the Jobs")
+    p.add_argument("--storage-class", default="", help="--executor k8s: storage class of the results claim")
+    p.add_argument("--collect", type=Path, help="build the table from the run directories under this directory")
+    p.add_argument("--matrix", type=Path, help="another matrix file (default workflows/release_matrix.yaml)")
+    p.add_argument("--list-tiers", action="store_true", help="print the tiers and the specs each selects")
+    return p.parse_args(argv)
+
+
+def _bootstrap(argv: list[str]) -> int:
+    """Re-execute in the orchestrator's venv (``deploy`` for the Kubernetes paths: kubernetes-validate)."""
+    sys.path.insert(0, str(REPO))
+    from workflows import venvs
+
+    name = "deploy" if any(a in argv for a in ("--collect", "k8s", "--executor=k8s")) else "run"
+    try:
+        info = venvs.ensure_venv(name)
+    except venvs.VenvError as exc:
+        print(f"release_matrix.py: error: could not prepare the {name} venv: {exc}", file=sys.stderr)
+        return 1
+    os.execve(str(info.python), [str(info.python), os.path.abspath(__file__), *argv],
+              dict(os.environ, **{MARKER: str(info.path)}))
+    return 1  # not reached
+
+
+def main(argv: list[str]) -> int:
+    if os.environ.get(MARKER) != sys.prefix:
+        return _bootstrap(argv)
+    sys.path.insert(0, str(REPO))
+    try:
+        args = parse_args(argv)
+    except SystemExit as exc:
+        return 2 if exc.code else 0
+    from contracts.run_dir import host_facts
+    from contracts.workflow_args import WorkflowArgsError, WorkflowType, parse_workflow_args, validate_workflow_args
+    from workflows.catalog import load_catalog
+    from workflows.release_matrix import MATRIX_PATH, MatrixError, load_matrix, tier_specs
+
+    try:
+        matrix = load_matrix(args.matrix or MATRIX_PATH)
+        catalog = load_catalog()
+        if args.list_tiers:
+            for tier in matrix.tiers.values():
+                specs = tier_specs(tier, catalog)
+                print(f"{tier.name}: {tier.description} ({len(specs)} specs, {tier.workflow}, mode {tier.mode})")
+                for s in specs:
+                    print(f"  {s.model_name:32} {s.device_type.value:8} {s.impl.impl_name:20} {s.status.name}")
+            return 0
+        if args.tier not in matrix.tiers:
+            raise MatrixError(f"--tier {args.tier!r}: one of {', '.join(matrix.tiers)}")
+        if args.out is None:
+            raise MatrixError("--out DIR is required")
+        tier = matrix.tiers[args.tier]
+        workflow_args = parse_workflow_args(args.workflow_args)
+        validate_workflow_args(WorkflowType(tier.workflow), {"mode": tier.mode, **workflow_args})
+    except (MatrixError, WorkflowArgsError, ValueError) as exc:
+        print(f"release_matrix.py: error: {exc}", file=sys.stderr)
+        return 2
+    specs = tier_specs(tier, catalog)
+    facts = host_facts()
+    host = f"{facts['cpu']}, {facts['cores']} cores, {facts['ram_gb']} GB, {facts['os']}"
+    mode = workflow_args.get("mode", tier.mode)
+    if args.executor == "k8s" and args.collect is None:
+        from workflows.matrix_k8s import render_tier, write_tier
+
+        rendered, problems = render_tier(tier, specs, list(catalog.specs.values()), namespace=args.namespace,
+                                         mode=mode, client_image=args.client_image, storage_class=args.storage_class)
+        for line in problems:
+            print(f"release_matrix.py: INVALID {line}", file=sys.stderr)
+        if problems:
+            return 1
+        written = write_tier(args.out, rendered, tier, args.namespace)
+        print(f"tier {tier.name}: {len(rendered) - 1} entry Job(s) and a collector, {len(written)} files, valid; "
+              f"apply with: kubectl apply -f {args.out / 'k8s' / 'all.yaml'}")
+        return 0
+    from workflows.release_matrix import EntryResult, run_tier
+    from workflows.support_table import write_outputs
+
+    if args.collect is not None:
+        from workflows.matrix_k8s import entry_job_name, entry_options
+
+        results = []
+        for spec in specs:
+            options = entry_options(spec, tier, args.namespace, "", mode, list(catalog.specs.values()))
+            run_dir = args.collect / entry_job_name(spec, options)
+            results.append(EntryResult(spec, run_dir=run_dir) if run_dir.is_dir() else EntryResult(
+                spec, not_run=f"no run directory {run_dir.name} was collected (its Job did not run here)"))
+        interrupted = False
+    else:
+        print(f"tier {tier.name}: {len(specs)} spec(s), {tier.workflow} with mode={mode}, one after another on "
+              f"this host ({host})", flush=True)
+        results, interrupted = run_tier(tier, specs, workflow_args, compare_to=args.compare_to,
+                                        say=lambda line: print(f"release_matrix: {line}", flush=True))
+    rows = write_outputs(args.out, matrix, tier, results, host, interrupted)
+    for row in rows:
+        print(f"  {row.verdict:12} {row.model} {row.device} {row.impl}" + (f": {row.reason}" if row.reason else ""))
+    print(f"wrote {args.out / 'model_support.md'} and {args.out / 'release_specs.json'}")
+    verdicts = {row.verdict for row in rows}
+    if interrupted:
+        return 130
+    return 3 if "FAIL" in verdicts else 4 if "INCONCLUSIVE" in verdicts else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
