@@ -23,6 +23,7 @@ CHECKED_TEXT = {
     "log_file": ["/nonexistent-folder/server.log", "."],
     "model_device": ["gpu", "cuda", "cuda:0", "mps", ""],
     "text_backend": ["nope", ""],
+    "diarization_backend": ["nope", ""],
 }
 # Free text by design, with why nothing can be wrong about its type.
 FREE_TEXT = {
@@ -40,6 +41,9 @@ FREE_TEXT = {
     "rerank_model_path": "read only by the rerank-cpu runner, which names the path and the files it lacks",
     "vision_model_path": "read only by the vision runners, which name the path and the files it lacks",
     "vision_model_id": "the name the vision model is served under; any string is a name",
+    "hf_token": "a secret the Hugging Face Hub judges; the pyannote backend names a refusal when it loads",
+    "pyannote_pipeline": "a Hub name or a local directory, read only by the pyannote backend, which names it "
+                         "when it cannot load it",
 }
 
 # Documented names added for compatibility; listed so that moving one into a class this test does

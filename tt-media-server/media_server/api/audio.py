@@ -1,10 +1,17 @@
 """Speech to text: `POST /v1/audio/transcriptions`, `/v1/audio/translations`, legacy `/audio/transcriptions`.
 
 OpenAI's multipart form (file, model, language, prompt, temperature, response_format json | text |
-srt | vtt | verbose_json, timestamp_granularities[] segment | word, stream). With `stream=true`
+srt | vtt | verbose_json | diarized_json, timestamp_granularities[] segment | word, stream). With `stream=true`
 the answer is server-sent events: `transcript.text.delta` per decoded segment, then one
 `transcript.text.done` whose text is the deltas joined. The legacy route takes the same fields
 as JSON with the audio base64-encoded in `file` (or the same multipart form).
+
+Preprocessing (`is_preprocessing_enabled=true`, or `response_format=diarized_json`): Silero VAD
+keeps only the speech (long silences are never transcribed; timestamps stay those of the upload),
+the diarization backend labels speakers (`num_speakers`, `min_speakers`, `max_speakers` bound the
+count), and segments are cut at speaker changes by their word timings, so every segment has one
+speaker: verbose_json segments gain `speaker`, streamed deltas carry it. Asked for
+while ALLOW_AUDIO_PREPROCESSING=false: 400 saying so. Not asked for: the responses are as before.
 
 Limits: MAX_AUDIO_SIZE_BYTES and MAX_AUDIO_DURATION_SECONDS give 413; audio FFmpeg cannot decode
 gives 400 naming the field. An English-only model (whisper-tiny.en) cannot translate: the
@@ -14,7 +21,10 @@ translations route then returns the English transcription of English speech.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
+import threading
 from typing import Any, AsyncIterator
 
 from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
@@ -23,17 +33,40 @@ from pydantic import BaseModel, Field, ValidationError
 
 from media_server.api.common import run_request, scheduler_of
 from media_server.auth import require_api_key
-from media_server.errors import BadInput, MediaError, PayloadTooLarge
-from media_server.speech import service
+from media_server.errors import BadInput, MediaError, NotReady, PayloadTooLarge
+from media_server.speech import preprocessing, service
 from media_server.speech.audio_input import AudioInputError, check_size, decode_audio, decode_base64
-from media_server.speech.formats import FormatError, needs_word_timestamps, render, validate_format
+from media_server.speech.diarization import MAX_SPEAKERS, DiarizationError, SpeakerCount
+from media_server.speech.formats import DIARIZED_FORMATS, FormatError, needs_word_timestamps, render, validate_format
 from media_server.speech.records import TranscriptionOptions
 from media_server.speech.settings import speech_settings
 from media_server.speech.streaming import SSE_MEDIA_TYPE, TranscriptStream
 
-router = APIRouter(dependencies=[Depends(require_api_key)], tags=["audio"])
+log = logging.getLogger(__name__)
 
-_FORMAT_DOC = "json | text | srt | vtt | verbose_json"
+
+@contextlib.asynccontextmanager
+async def _warm_preprocessing(app):
+    """Load the VAD and the diarization backend in the background when an audio model is served and
+    preprocessing is allowed, so the first request that asks for it does not wait for the load."""
+    scheduler = getattr(app.state, "scheduler", None)
+    pools = getattr(scheduler, "pools", {}) if scheduler is not None else {}
+    if speech_settings().allow_audio_preprocessing and any(
+            getattr(pool, "kind", None) == service.KIND for pool in pools.values()):
+        threading.Thread(target=_load_preprocessing, name="preprocessing-warm-up", daemon=True).start()
+    yield
+
+
+def _load_preprocessing() -> None:
+    try:
+        preprocessing.warm_up(speech_settings())
+    except Exception as error:  # noqa: BLE001 - reported again, as a 503, by the request that needs it
+        log.warning("audio preprocessing could not be loaded: %s: %s", type(error).__name__, error)
+
+
+router = APIRouter(dependencies=[Depends(require_api_key)], tags=["audio"], lifespan=_warm_preprocessing)
+
+_FORMAT_DOC = "json | text | srt | vtt | verbose_json | diarized_json"
 
 
 def _input_error(error: AudioInputError) -> MediaError:
@@ -50,6 +83,22 @@ class TranscriptionForm(BaseModel):
     response_format: str = Field("json", description=_FORMAT_DOC)
     timestamp_granularities: list[str] = Field(default_factory=list, description="segment and/or word")
     stream: bool = Field(False, description="answer with transcript.text.delta / .done events")
+    is_preprocessing_enabled: bool = Field(False, description="VAD + speaker diarization before transcription "
+                                           "(segments gain `speaker`)")
+    num_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS, description="exact speaker count (preprocessing)")
+    min_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS, description="fewest speakers (preprocessing)")
+    max_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS, description="most speakers (preprocessing)")
+
+    @property
+    def wants_preprocessing(self) -> bool:
+        return self.is_preprocessing_enabled or self.response_format in DIARIZED_FORMATS
+
+    def speaker_count(self) -> SpeakerCount:
+        """The speaker-count options, checked against each other (BadInput naming the field)."""
+        try:
+            return SpeakerCount(self.num_speakers, self.min_speakers, self.max_speakers).validate()
+        except ValueError as error:
+            raise BadInput(str(error)) from None
 
 
 async def _respond(request: Request, audio: bytes, field: str, form: TranscriptionForm, task: str) -> Response:
@@ -57,18 +106,34 @@ async def _respond(request: Request, audio: bytes, field: str, form: Transcripti
         validate_format(form.response_format, form.timestamp_granularities)
     except FormatError as error:
         raise BadInput(str(error)) from None
+    settings = speech_settings()
+    if form.wants_preprocessing and not settings.allow_audio_preprocessing:
+        asked = ("is_preprocessing_enabled=true" if form.is_preprocessing_enabled
+                 else f"response_format={form.response_format}")
+        raise BadInput(f"{asked} asks for audio preprocessing (VAD + speaker diarization), which this server "
+                       f"does not allow: ALLOW_AUDIO_PREPROCESSING=false")
+    count = form.speaker_count()
     scheduler = scheduler_of(request)
     pool = scheduler.pool(form.model, service.KIND)  # 404 naming the served models, before decoding
     try:
-        decoded = await asyncio.to_thread(decode_audio, audio, field, speech_settings().audio_limits)
+        decoded = await asyncio.to_thread(decode_audio, audio, field, settings.audio_limits)
     except AudioInputError as error:
         raise _input_error(error) from None
     options = TranscriptionOptions(task=task, language=form.language, prompt=form.prompt,
                                    temperature=form.temperature,
                                    word_timestamps=needs_word_timestamps(form.response_format,
                                                                          form.timestamp_granularities))
+    chunks = turns = None
+    if form.wants_preprocessing:
+        seconds = service.chunk_seconds(scheduler, pool.model_id, decoded.duration_seconds, form.stream)
+        try:
+            prepared = await asyncio.to_thread(preprocessing.preprocess, decoded.samples, count, seconds, settings)
+        except DiarizationError as error:
+            raise NotReady(f"speaker diarization is unavailable: {error}") from None
+        chunks, turns = prepared.chunks, prepared.turns
+        options.word_timestamps = True  # segments are cut at speaker changes by their words' times
     job = service.plan_job(scheduler, pool.model_id, decoded.samples, decoded.duration_seconds, options,
-                           streaming=form.stream)
+                           streaming=form.stream, chunks=chunks, turns=turns)
     if form.stream:
         return StreamingResponse(_events(scheduler, job), media_type=SSE_MEDIA_TYPE,
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -115,10 +180,14 @@ async def transcriptions(
         model: str | None = Form(None), language: str | None = Form(None), prompt: str | None = Form(None),
         temperature: float | None = Form(None), response_format: str | None = Form(None),
         timestamp_granularities: list[str] | None = Form(None, alias="timestamp_granularities[]"),
-        stream: bool | None = Form(None)) -> Response:
-    """Transcribe speech in its own language (OpenAI-compatible)."""
+        stream: bool | None = Form(None), is_preprocessing_enabled: bool | None = Form(None),
+        num_speakers: int | None = Form(None), min_speakers: int | None = Form(None),
+        max_speakers: int | None = Form(None)) -> Response:
+    """Transcribe speech in its own language (OpenAI-compatible; diarized_json labels speakers)."""
     form = _form(model=model, language=language, prompt=prompt, temperature=temperature,
-                 response_format=response_format, timestamp_granularities=timestamp_granularities, stream=stream)
+                 response_format=response_format, timestamp_granularities=timestamp_granularities, stream=stream,
+                 is_preprocessing_enabled=is_preprocessing_enabled, num_speakers=num_speakers,
+                 min_speakers=min_speakers, max_speakers=max_speakers)
     return await _respond(request, await _read_upload(file, "file"), "file", form, task="transcribe")
 
 
@@ -143,7 +212,9 @@ _LEGACY_DOC = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": LegacyTranscriptionRequest.model_json_schema()},
     "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
         "file": {"type": "string", "format": "binary"}, "model": {"type": "string"},
-        "response_format": {"type": "string"}, "stream": {"type": "boolean"}}}}}}}
+        "response_format": {"type": "string"}, "stream": {"type": "boolean"},
+        "is_preprocessing_enabled": {"type": "boolean"}, "num_speakers": {"type": "integer"},
+        "min_speakers": {"type": "integer"}, "max_speakers": {"type": "integer"}}}}}}}
 
 
 @router.post("/audio/transcriptions", deprecated=True, openapi_extra=_LEGACY_DOC)
@@ -183,6 +254,7 @@ async def _legacy_multipart(request: Request) -> tuple[bytes, TranscriptionForm]
     if upload is None or isinstance(upload, str):
         raise BadInput("file: expected a file part named 'file'")
     fields = {key: form.get(key) for key in ("model", "language", "prompt", "temperature", "response_format",
-                                             "stream")}
+                                             "stream", "is_preprocessing_enabled", "num_speakers",
+                                             "min_speakers", "max_speakers")}
     fields["timestamp_granularities"] = form.getlist("timestamp_granularities[]") or None
     return await _read_upload(upload, "file"), _form(**fields)

@@ -1,8 +1,13 @@
-"""The five OpenAI transcription response formats, rendered from one Transcript.
+"""The six OpenAI transcription response formats, rendered from one Transcript.
 
-Why one module: json, text, srt, vtt and verbose_json are five views of the same record; keeping
-them side by side keeps their text identical (every format says exactly `Transcript.text`) and
-their timestamps formatted one way each. Stdlib only.
+Why one module: json, text, srt, vtt, verbose_json and diarized_json are six views of the same
+record; keeping them side by side keeps their text identical (every format says exactly
+`Transcript.text`) and their timestamps formatted one way each. Stdlib only.
+
+Speakers: segments carry a speaker label only when preprocessing (diarization) ran; then
+verbose_json segments gain `speaker`, and diarized_json (OpenAI's format for its diarizing model:
+`segments[]` of type `transcript.text.segment` with `id`, `start`, `end`, `text`, `speaker`) lists
+them. Without preprocessing every format is rendered exactly as before.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from dataclasses import dataclass
 
 from media_server.speech.records import Segment, Transcript, text_pieces
 
-RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
+RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json", "diarized_json")
+#: Formats that need speaker labels, so preprocessing (VAD + diarization) runs for them.
+DIARIZED_FORMATS = ("diarized_json",)
 GRANULARITIES = ("segment", "word")
 
 # Language names as OpenAI's verbose_json spells them; other codes are returned as the code.
@@ -60,6 +67,8 @@ def render(transcript: Transcript, response_format: str, granularities: list[str
         return RenderedResponse(to_vtt(transcript.segments), "text/vtt; charset=utf-8")
     if response_format == "verbose_json":
         return RenderedResponse(json.dumps(verbose_json(transcript, granularities)), "application/json")
+    if response_format == "diarized_json":
+        return RenderedResponse(json.dumps(diarized_json(transcript)), "application/json")
     return RenderedResponse(json.dumps({"text": transcript.text, "usage": duration_usage(transcript)}),
                             "application/json")
 
@@ -84,11 +93,27 @@ def verbose_json(transcript: Transcript, granularities: list[str]) -> dict:
     return body
 
 
+def diarized_json(transcript: Transcript) -> dict:
+    """OpenAI's diarized_json: the text and its segments, each with its speaker (A, B, ...)."""
+    return {"task": "transcribe", "duration": round(transcript.duration, 3), "text": transcript.text,
+            "segments": [diarized_segment(segment) for segment in transcript.segments if segment.text.strip()],
+            "usage": duration_usage(transcript)}
+
+
+def diarized_segment(segment: Segment) -> dict:
+    """One `transcript.text.segment` (also the streamed event of that type, less its event fields)."""
+    return {"type": "transcript.text.segment", "id": f"seg_{segment.id}", "start": round(segment.start, 3),
+            "end": round(segment.end, 3), "text": segment.text.strip(), "speaker": segment.speaker or "A"}
+
+
 def _segment_json(segment: Segment) -> dict:
-    return {"id": segment.id, "seek": 0, "start": round(segment.start, 3), "end": round(segment.end, 3),
+    body = {"id": segment.id, "seek": 0, "start": round(segment.start, 3), "end": round(segment.end, 3),
             "text": segment.text, "tokens": segment.tokens, "temperature": segment.temperature,
             "avg_logprob": segment.avg_logprob, "compression_ratio": segment.compression_ratio,
             "no_speech_prob": segment.no_speech_prob}
+    if segment.speaker is not None:
+        body["speaker"] = segment.speaker
+    return body
 
 
 def format_timestamp(seconds: float, decimal_marker: str) -> str:
@@ -122,6 +147,6 @@ def to_vtt(segments: list[Segment]) -> str:
     return "WEBVTT\n\n" + "\n".join(blocks)
 
 
-__all__ = ["RESPONSE_FORMATS", "GRANULARITIES", "FormatError", "RenderedResponse", "validate_format",
+__all__ = ["RESPONSE_FORMATS", "DIARIZED_FORMATS", "GRANULARITIES", "diarized_json", "diarized_segment", "FormatError", "RenderedResponse", "validate_format",
            "needs_word_timestamps", "render", "verbose_json", "to_srt", "to_vtt", "format_timestamp",
            "duration_usage", "text_pieces"]

@@ -55,12 +55,15 @@ class Segment:
     tokens: list[int] = _described("the segment's token ids", default_factory=list)
     words: list[Word] = _described("word timings (empty unless word timestamps were asked for)",
                                    default_factory=list)
+    speaker: str | None = _described("diarized speaker label (A, B, ...); None unless preprocessing was on",
+                                     default=None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "start": self.start, "end": self.end, "text": self.text,
                 "avg_logprob": self.avg_logprob, "compression_ratio": self.compression_ratio,
                 "no_speech_prob": self.no_speech_prob, "temperature": self.temperature,
-                "tokens": list(self.tokens), "words": [word.to_dict() for word in self.words]}
+                "tokens": list(self.tokens), "words": [word.to_dict() for word in self.words],
+                **({"speaker": self.speaker} if self.speaker is not None else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Segment":
@@ -70,7 +73,8 @@ class Segment:
                    no_speech_prob=float(data.get("no_speech_prob", 0.0)),
                    temperature=float(data.get("temperature", 0.0)),
                    tokens=[int(token) for token in data.get("tokens", [])],
-                   words=[Word.from_dict(word) for word in data.get("words", [])])
+                   words=[Word.from_dict(word) for word in data.get("words", [])],
+                   speaker=None if data.get("speaker") is None else str(data["speaker"]))
 
     def shifted(self, offset: float, new_id: int) -> "Segment":
         """The same segment placed `offset` seconds later in a longer audio, renumbered."""

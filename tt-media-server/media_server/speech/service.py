@@ -19,6 +19,7 @@ from media_server.errors import MediaError
 from media_server.scheduler import Scheduler
 from media_server.speech.chunking import (MIN_CHUNK_SECONDS, AudioChunk, chunk_seconds_for, join_transcripts,
                                           place_segments, plan_chunks)
+from media_server.speech.diarization import SpeakerTurn, split_by_speaker
 from media_server.speech.records import Segment, Transcript, TranscriptionOptions
 
 KIND = "audio"
@@ -34,14 +35,27 @@ class TranscriptionJob:
     duration_seconds: float
     options: TranscriptionOptions
     chunks: tuple[AudioChunk, ...]
+    turns: tuple[SpeakerTurn, ...] = ()  # diarized speaker turns (preprocessing on): segments get speakers
+
+    def labelled(self, segment: Segment) -> list[Segment]:
+        """The segment as the client gets it: cut at speaker changes and labelled when diarized."""
+        return split_by_speaker(segment, list(self.turns)) if self.turns else [segment]
+
+
+def chunk_seconds(scheduler: Scheduler, model_id: str, duration_seconds: float, streaming: bool) -> float:
+    """Chunk length for the workers that are warm now (short chunks when streaming: earlier text)."""
+    workers = max(1, len(scheduler.pool(model_id, KIND).ready_workers()))
+    return MIN_CHUNK_SECONDS if streaming else chunk_seconds_for(duration_seconds, workers)
 
 
 def plan_job(scheduler: Scheduler, model_id: str, samples: np.ndarray, duration_seconds: float,
-             options: TranscriptionOptions, streaming: bool) -> TranscriptionJob:
-    """Cut the audio for the workers that are warm now (short chunks when streaming: earlier text)."""
-    workers = max(1, len(scheduler.pool(model_id, KIND).ready_workers()))
-    seconds = MIN_CHUNK_SECONDS if streaming else chunk_seconds_for(duration_seconds, workers)
-    return TranscriptionJob(model_id, samples, duration_seconds, options, tuple(plan_chunks(samples, seconds)))
+             options: TranscriptionOptions, streaming: bool, chunks: list[AudioChunk] | None = None,
+             turns: list[SpeakerTurn] | None = None) -> TranscriptionJob:
+    """The job for these samples: `chunks` when preprocessing planned them (speech only), else the
+    whole audio cut at quiet points; `turns` label the segments with speakers."""
+    if chunks is None:
+        chunks = plan_chunks(samples, chunk_seconds(scheduler, model_id, duration_seconds, streaming))
+    return TranscriptionJob(model_id, samples, duration_seconds, options, tuple(chunks), tuple(turns or ()))
 
 
 def _chunk_deadline(scheduler: Scheduler, job: TranscriptionJob, chunk: AudioChunk) -> float:
@@ -74,7 +88,11 @@ async def transcribe(scheduler: Scheduler, job: TranscriptionJob) -> Transcript:
             tasks = [group.create_task(_run_chunk(scheduler, job, chunk)) for chunk in job.chunks]
     except BaseExceptionGroup as failures:
         raise _first_failure(failures) from None
-    return join_transcripts(list(job.chunks), [task.result() for task in tasks], job.duration_seconds)
+    joined = join_transcripts(list(job.chunks), [task.result() for task in tasks], job.duration_seconds)
+    if job.turns:
+        pieces = [piece for segment in joined.segments for piece in job.labelled(segment)]
+        joined.segments = [piece.shifted(0.0, index) for index, piece in enumerate(pieces)]
+    return joined
 
 
 def _first_failure(failures: BaseExceptionGroup) -> BaseException:
@@ -113,9 +131,9 @@ async def stream_segments(scheduler: Scheduler, job: TranscriptionJob) -> AsyncI
                     break
                 if isinstance(item, BaseException):
                     raise item
-                segment = place_segments(chunk, [item], next_id)[0]
-                next_id += 1
-                yield segment
+                for piece in job.labelled(place_segments(chunk, [item], 0)[0]):
+                    yield piece.shifted(0.0, next_id)
+                    next_id += 1
     finally:
         for task in tasks:
             task.cancel()

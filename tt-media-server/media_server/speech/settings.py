@@ -8,6 +8,7 @@ invalid value stops the server at start-up naming the variable.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -38,6 +39,21 @@ class SpeechSettings(BaseSettings):
                                      "of 4; one per worker avoids oversubscribing a shared CPU)")
     whisper_compute_type: str = Field("int8", description="CTranslate2 compute type on CPU (int8, float32, ...)")
     whisper_model_path: str = Field("", description="a CTranslate2 Whisper directory to serve instead of the default")
+    allow_audio_preprocessing: bool = Field(True, description=(
+        "whether a request may ask for VAD + speaker diarization (is_preprocessing_enabled, "
+        "response_format=diarized_json); false: such a request is 400"))
+    hf_token: str = Field("", description="Hugging Face token: with DIARIZATION_BACKEND=auto, selects pyannote's "
+                          "pipeline (PYANNOTE_PIPELINE) from the Hub")
+    diarization_backend: Literal["auto", "embeddings", "pyannote"] = Field("auto", description=(
+        "auto: pyannote when HF_TOKEN is set or PYANNOTE_PIPELINE is a local directory, else embeddings; "
+        "embeddings: the offline voice encoder (resemblyzer wheel) + k-means; pyannote: pyannote.audio's pipeline"))
+    pyannote_pipeline: str = Field("pyannote/speaker-diarization-3.0", description=(
+        "pyannote pipeline: a Hub name (needs HF_TOKEN and pyannote.audio) or a local pipeline directory"))
+    diarization_threads: int = Field(1, ge=1, le=256, description="torch threads of the diarization backend "
+                                     "(it runs in the server process)")
+    vad_threshold: float = Field(0.5, gt=0.0, lt=1.0, description="Silero VAD speech probability threshold")
+    vad_min_silence_ms: int = Field(300, ge=0, le=10_000, description="a pause at least this long ends a "
+                                    "speech region (shorter ones stay inside it)")
 
     @model_validator(mode="after")
     def _alias(self) -> "SpeechSettings":
@@ -59,6 +75,15 @@ class SpeechSettings(BaseSettings):
         if "whisper_cpu_threads" in self.model_fields_set:
             return self.whisper_cpu_threads
         return getattr(server_settings, "cpu_threads_per_worker", 0) or 1
+
+    @property
+    def diarization_choice(self) -> str:
+        """The backend `auto` resolves to: pyannote when the user configured it, else embeddings."""
+        if self.diarization_backend != "auto":
+            return self.diarization_backend
+        from pathlib import Path
+
+        return "pyannote" if self.hf_token or Path(self.pyannote_pipeline).is_dir() else "embeddings"
 
     @property
     def audio_limits(self) -> AudioLimits:

@@ -29,14 +29,25 @@ class TranscriptStream:
     duration: float = 0.0
 
     def feed(self, segments: list[Segment]) -> list[str]:
-        """Delta events for the next segments in audio order (one per non-empty segment)."""
+        """Delta events for the next segments in audio order (one per non-empty segment).
+
+        A diarized segment (preprocessing on) also says its speaker: the delta carries `speaker`
+        and `segment_id`, and a `transcript.text.segment` event (OpenAI's, for its diarizing model)
+        follows with the segment's times."""
         events = []
         for segment in segments:
             piece = segment.text if self.pieces else segment.text.lstrip()
             if not piece.strip():
                 continue
             self.pieces.append(piece)
-            events.append(sse({"type": "transcript.text.delta", "delta": piece}))
+            if segment.speaker is None:
+                events.append(sse({"type": "transcript.text.delta", "delta": piece}))
+                continue
+            events.append(sse({"type": "transcript.text.delta", "delta": piece, "speaker": segment.speaker,
+                               "segment_id": f"seg_{segment.id}"}))
+            events.append(sse({"type": "transcript.text.segment", "id": f"seg_{segment.id}",
+                               "start": round(segment.start, 3), "end": round(segment.end, 3),
+                               "text": segment.text.strip(), "speaker": segment.speaker}))
         return events
 
     @property
