@@ -313,3 +313,32 @@ def test_the_cache_volume_is_handed_to_the_image_user_when_root(tmp_path):
     assert volume.is_dir()
     if os.geteuid() == 0:
         assert volume.stat().st_uid == CONTAINER_APP_UID
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+@pytest.mark.slow
+def test_stress_endurance_reads_the_containers_memory_with_docker_stats(real_container, tmp_path):
+    """stress_tests against a containerised server samples the container's memory with `docker stats`
+    (the source run.py names in TT_SERVER_CONTAINER for --docker-server runs), every window."""
+    import subprocess
+
+    from records.stress import StressRecord
+
+    handle, key, launch = real_container
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env.update(PYTHONPATH=str(REPO_ROOT), OPENAI_API_KEY=key, TT_SERVED_MODEL_NAME=handle.served_model_name,
+               TT_SERVER_CONTAINER=handle.name, TT_TOKENIZER_DIR="")
+    args = {"mode": "smoke", "run_mode": "endurance", "endurance_s": "8", "window_s": "1", "input_size": "16",
+            "output_size": "4", "max_concurrent": "2"}
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "stress_tests" / "run_stress_tests.py"), "--run-dir",
+                           str(tmp_path), "--model-spec-json", str(launch.spec_json_path), "--server-url",
+                           handle.base_url, "--workflow-args-json", json.dumps(args)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    (point,) = StressRecord.read(tmp_path / "stress_tests" / "stress_record.json").points
+    drift = point.drift
+    assert drift.memory_source == "docker" and handle.name in drift.memory_what
+    assert drift.memory_samples >= 4 and drift.memory_baseline_mb > 50
+    assert all(w["memory_bytes"] for w in point.windows) and point.completed > 0
+    assert point.checks["memory_growth_pct"]["decision"] in ("pass", "inconclusive")
