@@ -18,11 +18,14 @@ Importing this package is stdlib-only; a workload module is imported when its wo
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass, field
 
 from benchmarking.bench_args import WORKLOADS as NAMES
 from benchmarking.sweeps import Point
 from contracts.model_spec import ModelSpec
+
+_SAFE = re.compile(r"[^A-Za-z0-9_-]+")  # a file stem keeps no dots (dots mark a point's companion files)
 
 
 @dataclass
@@ -32,11 +35,12 @@ class WorkloadPoint(Point):
 
     workload: str = ""
     data: object | None = None      # what the workload needs to run the point (e.g. the checked trace)
+    label: str = ""                 # names what was replayed (a trace's file name), so another trace never resumes as this one
 
     @property
     def stem(self) -> str:
-        return (f"point_{self.workload}_isl-{self.isl}_osl-{self.osl}_con-{self.max_concurrency}"
-                f"_n-{self.num_prompts}")
+        name = self.workload + (f"-{_SAFE.sub('-', self.label)}" if self.label else "")
+        return f"point_{name}_isl-{self.isl}_osl-{self.osl}_con-{self.max_concurrency}_n-{self.num_prompts}"
 
 
 @dataclass

@@ -35,7 +35,7 @@ def points(spec: ModelSpec, bench) -> list[WorkloadPoint]:
     n = len(trace.requests)
     isl = round(sum(r.input_tokens for r in trace.requests) / n)
     osl = round(sum(r.output_tokens for r in trace.requests) / n)
-    return [WorkloadPoint(isl, osl, n, n, source="trace", workload="trace", data=trace)]
+    return [WorkloadPoint(isl, osl, n, n, source="trace", workload="trace", data=trace, label=trace.name)]
 
 
 def rate_over_time(offsets: list[float], sends: list[float | None], done: list[float | None],
