@@ -2,7 +2,7 @@
 
 Random-token prompts: random vocabulary ids are decoded to text and re-encoded; the text is only
 accepted when re-encoding gives exactly `isl` ids, otherwise the re-encoded ids are trimmed or
-padded and tried again (the reference's "cleaned random" idea). Prompts that still drift after
+padded and tried again ("cleaned random" prompts). Prompts that still drift after
 the retries are kept and their drift is reported, never hidden. Tokenizers: the model dir's
 tokenizer.json through the `tokenizers` library, or the server's /tokenize + /detokenize when no
 local tokenizer is given, or none (whitespace words; drift unknown).

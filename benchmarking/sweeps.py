@@ -50,7 +50,7 @@ class Point:
 
 
 def num_prompts_for(isl: int, osl: int, concurrency: int) -> int:
-    """Prompt count by the reference's rule: long sequences get 2x concurrency, medium 4x, short 8x."""
+    """Prompt count per point: long sequences get 2x concurrency, medium 4x, short 8x."""
     if osl > 1024 or isl > 4000:
         return 2 * concurrency
     if 128 < osl <= 1024 or 128 < isl <= 4000:

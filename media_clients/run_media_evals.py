@@ -186,7 +186,7 @@ def run(run: ClientRun) -> int:
         record.reference_conditions = dict(ref.conditions)
         record.condition_differences = condition_differences(ref.conditions, current_conditions(run, ref))
         for line in record.condition_differences:
-            log(f"{ref.task}: differs from the reference's conditions: {line}")
+            log(f"{ref.task}: this run differs from the reference score's measurement: {line}")
         log(f"{ref.task}: {value:.4f} (95% CI {interval.low:.4f}..{interval.high:.4f}, n={samples}; target "
             f"{ref.target:g} = reference {ref.score:g} * (1 - {ref.tolerance:g})) -> {record.status}")
     items_path = task_dir / "items.json"

@@ -111,11 +111,11 @@ class BenchMetrics(TypedRecord):
     std_e2el_ms: float | None = _stat("std", "e2el")
     tput_user: float | None = described("Tokens/s per user = 1000 / mean_tpot_ms (Tenstorrent 't/s/u').", None)
     decode_throughput: float | None = described(
-        "tput_user * min(max_concurrency, num_prompts) (tokens/s; the reference's "
-        "'Tput Decode'; compared with the spec's `tput` target).", None)
+        "tput_user * min(max_concurrency, num_prompts) (tokens/s: what the concurrent users decode "
+        "together; compared with the spec's `tput` target).", None)
     prefill_throughput: float | None = described(
-        "isl * min(max_concurrency, num_prompts) / (mean_ttft_ms / 1000) (tokens/s; "
-        "the reference's 'Tput Prefill').", None)
+        "isl * min(max_concurrency, num_prompts) / (mean_ttft_ms / 1000) (tokens/s: prompt tokens of the "
+        "concurrent requests over the mean time to first token).", None)
     mean_ttft_first_nonempty_ms: float | None = described(LATENCY_FAMILIES["ttft_first_nonempty"], None)
     failures_by_class: dict[str, int] = described(
         "Count of failed requests per error class: http_4xx, http_5xx, connection_reset, "

@@ -63,8 +63,8 @@ class EvalRecord(TypedRecord):
         "what the reference score depends on (data set hash and generator version, CPU ISA, compute type)",
         factory=dict)
     condition_differences: list[str] = described(
-        "conditions of this run that differ from the reference's: a score may then move for reasons other "
-        "than a serving bug", factory=list)
+        "conditions of this run that differ from those the reference score was measured in: a score may then "
+        "move for reasons other than a serving bug", factory=list)
     ratio_to_reference: float | None = described("value / reference_score", None)
     ratio_to_published: float | None = described("value / published_score", None)
     passed: bool | None = described("decision is pass (true) or fail (false); null when inconclusive or when "

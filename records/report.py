@@ -292,7 +292,8 @@ class EvalRow(TypedRecord):
         "pass when the whole 95% interval is at or above the target, fail when wholly below, inconclusive "
         "when the samples cannot tell. Evals are required for every status but EXPERIMENTAL.", None)
     condition_differences: list[str] = described(
-        "Where this run's conditions (data, generator, CPU ISA, compute type) differ from the reference's.",
+        "Conditions (data set, generator, CPU ISA, compute type) in which this run differs from the run that "
+        "measured the reference score.",
         factory=list)
     ratio_to_reference: float | None = described("score / reference score.", None)
     ratio_to_published: float | None = described("score / published score.", None)

@@ -1,7 +1,7 @@
 """Build the typed report from ONE run directory's files.
 
 Everything comes from inside ``run_dir``: the manifest, the model spec snapshot, the CLI args
-and the result records. Nothing globs other runs (the old reports mixed stale numbers from
+and the result records. Nothing globs other runs (a report that did would mix stale numbers from
 earlier runs into a release), and any path a record points at must resolve inside the run dir.
 """
 from __future__ import annotations

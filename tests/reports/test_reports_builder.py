@@ -176,7 +176,7 @@ def test_nothing_is_read_outside_the_run_dir(make_run, tmp_path):
     run.edit("benchmarks/point_isl-128_osl-128_con-2_n-8.json",
              lambda r: r.update(requests_file="../outside.requests.jsonl"))
     run.remove("benchmarks/point_isl-128_osl-128_con-2_n-8.requests.jsonl")
-    # A stale run next to this one must not leak in either (the old reports globbed them).
+    # A stale run next to this one must not leak in either (a report that globbed run dirs would).
     stale = tmp_path / "stale_run" / "benchmarks"
     stale.mkdir(parents=True)
     (stale / "point_isl-999_osl-1_con-1_n-1.json").write_text("{}")

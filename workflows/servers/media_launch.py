@@ -3,7 +3,7 @@
 vLLM's launcher reads the model spec JSON; the media server reads UPPERCASE env vars (MODEL,
 MODEL_RUNNER, MODELS, DEVICE, DEVICE_IDS, DEVICE_MESH_SHAPE, ...) and its bearer key from
 API_KEY. The docker plan is otherwise the same (env file for secrets, 127.0.0.1 ports, devices,
-volumes); the image listens on port 8000 inside the container, as the reference's media images do.
+volumes); the image listens on port 8000 inside the container.
 """
 from __future__ import annotations
 
