@@ -344,6 +344,10 @@ def decide(
         for item in section.items:
             if item.passed is False:
                 raw.append(Blocker(name, item.name, item.detail or f"status {item.status}"))
+            elif item.passed is None and (item.status or "").lower() == "inconclusive":
+                # e.g. an endurance run too short to bound a p99 per slice: shown, and the run is not a PASS
+                checks.append(Check(name=f"{name} {item.name}", category=name, item=item.name, required=True,
+                                    decision="inconclusive", detail=item.detail))
 
     if comparison is not None:
         comparison_checks, comparison_blockers, comparison_notes = judge_comparison(comparison)

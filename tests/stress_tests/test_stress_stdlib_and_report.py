@@ -14,7 +14,8 @@ from records.stress import CapacityLevel, CapacityRecord, Distribution, StressPo
 REPO = Path(__file__).resolve().parents[2]
 STDLIB_ONLY = ["server_tests.run_tests", "records.server_tests", "server_tests.junit", "server_tests.capabilities",
                "stress_tests.run_stress_tests", "stress_tests.args", "stress_tests.plan", "records.stress",
-               "stress_tests.saturation", "stress_tests.capacity", "reports.section_tables"]
+               "stress_tests.saturation", "stress_tests.capacity", "stress_tests.drift", "stress_tests.judge",
+               "reports.section_tables"]
 
 
 def test_entry_modules_are_stdlib_only():
@@ -91,3 +92,42 @@ def test_report_renders_the_section_tables(tmp_path):
     assert "Load points" in out.getvalue()
     again = ReportRecord.from_dict(json.loads(json.dumps(record.to_dict())))
     assert again.stress_tests.tables[1].rows == record.stress_tests.tables[1].rows
+
+
+def test_endurance_drift_windows_and_plot_in_the_report(tmp_path):
+    """A timed point gets the judged drift table and a per-window table whose series the HTML plots."""
+    from records.stress import Drift
+    from reports.html_renderer import render_html
+    from reports.builder import build_report
+
+    windows = [{"t_end": float(t), "completed": 5, "failed": 0, "in_flight": 2, "ttft_p50_ms": 90.0,
+                "tpot_p50_ms": None, "e2el_p50_ms": 100.0 + t, "memory_bytes": 400e6 + t * 1e5,
+                "e2el_p95_ms": 150.0, "e2el_p99_ms": 180.0 + t} for t in range(5, 65, 5)]
+    drift = Drift(memory_source="process_tree", memory_what="local server pid 1 and its descendants",
+                  warmup_s=6.0, latency_p99_first_ms=185.0, latency_p99_last_ms=240.0, latency_p99_n=[30, 28],
+                  latency_p99_drift_pct=29.7, latency_decision="inconclusive", memory_baseline_mb=401.0,
+                  memory_last_mb=406.0, memory_growth_after_warmup_pct=1.2, memory_growth_ci=[0.9, 1.5],
+                  memory_decision="pass")
+    point = StressPointRecord(name="endurance_speech_con-2_dur-60s", mode="endurance", kind="speech", sent=60,
+                              completed=60, windows=windows, drift=drift, status="inconclusive", passed=None)
+    StressRecord(points=[point], status="inconclusive", passed=None,
+                 detail="0/1 load points passed; inconclusive: endurance_speech_con-2_dur-60s").write(
+        tmp_path / "stress_tests" / "stress_record.json")
+    tables = stress_tables(tmp_path)
+    assert [t.kind for t in tables] == ["load_points", "drift", "endurance_windows"]
+    assert tables[0].rows[0][2] == "speech request" and tables[0].rows[0][-1] == "INCONCLUSIVE"
+    row = dict(zip(tables[1].headers, tables[1].rows[0]))
+    assert (row["Latency"], row["Memory"], row["Memory growth 95% CI"], row["n first/last"]) == (
+        "INCONCLUSIVE", "PASS", "0.9..1.5", "30/28")
+    assert len(tables[2].rows) == 12 and tables[2].series["p99_ms"][-1] == 240.0
+    assert tables[2].series["memory_mb"][0] == 400.5
+    (tmp_path / "manifest.json").write_text(json.dumps({
+        "schema": "tt-run-manifest/1", "run_id": "r1", "model_id": "m", "workflow": "stress_tests",
+        "status": "passed", "steps": [{"name": "stress_tests", "status": "passed"}]}))
+    (tmp_path / "model_spec.json").write_text(json.dumps({"model_id": "m", "status": "EXPERIMENTAL"}))
+    record = build_report(tmp_path)
+    html = render_html(record)
+    assert 'data-plot="endurance-latency"' in html and 'data-plot="endurance-memory"' in html
+    # An inconclusive stress record is an undecided required check: the run is not a PASS.
+    assert record.verdict.result == "INCONCLUSIVE"
+    assert [c.item for c in record.verdict.checks if c.decision == "inconclusive"] == ["stress_load"]
