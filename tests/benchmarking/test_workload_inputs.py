@@ -76,7 +76,9 @@ def test_rate_over_time_counts_per_second():
 
 def test_corpus_prompts_exact_and_shared(tiny_tokenizer_dir):
     tok = LocalTokenizer(tiny_tokenizer_dir)
-    corpus = Corpus(tok)
+    # a fixed text in the tiny tokenizer's own words (the repository's documents change from commit to commit)
+    corpus = Corpus(tok, text=" ".join(("the quick brown fox jumps over the lazy dog while seven wizards quietly hex "
+                                        "jovial zebras and many ordinary numbers like 12 345 6789 follow").split() * 40))
     a = corpus.shared_prompt("p0", 24, "a", 40)
     b = corpus.shared_prompt("p0", 24, "b", 40)
     c = corpus.shared_prompt("p1", 24, "c", 40)
@@ -94,3 +96,9 @@ def test_corpus_without_tokenizer_uses_words():
     corpus = Corpus(None, text="one two three four five six seven")
     p = corpus.shared_prompt("k", 2, "x", 5)
     assert p.token_len is None and len(p.text.split()) == 5
+
+
+def test_local_source_is_the_repositorys_documents():
+    from benchmarking.workloads.corpus import source_text
+    text = source_text()
+    assert len(text.split()) > 1000 and "run.py" in text
