@@ -47,10 +47,14 @@ class Tier:
     default_impl_only: bool
     workflow: str
     mode: str
+    models: tuple[str, ...] | None = None  # None: every model
+    impls: tuple[str, ...] | None = None   # None: every impl
 
     def selects(self, spec: ModelSpec) -> bool:
         return ((self.devices is None or spec.device_type.value in self.devices)
                 and spec.status.name in self.statuses
+                and (self.models is None or spec.model_name in self.models)
+                and (self.impls is None or spec.impl.impl_name in self.impls)
                 and (not self.default_impl_only or bool(spec.device_model_spec.default_impl)))
 
 
@@ -85,7 +89,7 @@ def load_matrix(path: Path = MATRIX_PATH) -> Matrix:
                 raise MatrixError(f"tier {name}: unknown device in {devices}")
             tiers[name] = Tier(name, str(raw.get("description", "")), None if devices == "all" else tuple(devices),
                                statuses, bool(raw.get("default_impl_only", False)), str(raw.get("workflow", "release")),
-                               str(raw.get("mode", "ci")))
+                               str(raw.get("mode", "ci")), _names(raw.get("models")), _names(raw.get("impls")))
         except (KeyError, TypeError, AttributeError) as exc:
             raise MatrixError(f"matrix file {path}: tier {name!r} is malformed ({type(exc).__name__}: {exc})") from None
     required = {str(k): tuple(v) for k, v in ((data.get("promotion") or {}).get("required_tiers") or {}).items()}
@@ -94,6 +98,10 @@ def load_matrix(path: Path = MATRIX_PATH) -> Matrix:
         if missing:
             raise MatrixError(f"promotion.required_tiers.{device} names unknown tier(s): {', '.join(missing)}")
     return Matrix(tiers, required)
+
+
+def _names(value) -> tuple[str, ...] | None:
+    return None if value in (None, "all") else tuple(str(v) for v in value)
 
 
 def tier_specs(tier: Tier, catalog) -> list[ModelSpec]:

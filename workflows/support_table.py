@@ -9,7 +9,8 @@ Status rules (``release_specs.json``): a spec's measured status is the highest c
 required performance tiers all passed at every reference point and whose other checks passed (a
 crash or a failed eval supports only EXPERIMENTAL). PASS with a measured status above the catalog's
 promotes, but only with PASS on every tier the matrix requires for the device; FAIL demotes one
-status (or to the measured one when lower), with the blockers as the reason; INCONCLUSIVE and NOT
+status (or to the measured one when lower; a run that left no report measured nothing and goes down
+one status), with the blockers as the reason; INCONCLUSIVE and NOT
 RUN keep the status and say why.
 """
 from __future__ import annotations
@@ -175,7 +176,8 @@ def spec_decisions(matrix: Matrix, tier: Tier, rows: list[SupportRow]) -> list[d
         elif r.verdict == "INCONCLUSIVE":
             entry.update(decision="keep", status=r.status, reason=f"INCONCLUSIVE ({r.reason})")
         elif r.verdict == "FAIL":
-            lower = STATUS_ORDER[max(0, min(current - 1, STATUS_ORDER.index(r.measured_status or "EXPERIMENTAL")))]
+            measured = STATUS_ORDER.index(r.measured_status) if r.measured_status else current - 1
+            lower = STATUS_ORDER[max(0, min(current - 1, measured))]
             entry.update(decision="demote" if current > 0 else "keep", status=lower, reason=r.reason)
         else:
             measured = STATUS_ORDER.index(r.measured_status or r.status)
