@@ -23,12 +23,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 from benchmarking import vllm_tool
 from benchmarking.certify import errors_vs_stub, stat
 from contracts import REPO_ROOT
+from contracts.retry import GaveUp, NotYet, retry
 
 
 def _free_port() -> int:
@@ -152,15 +152,19 @@ def real_server(a, out: str) -> dict:
                             "--dtype", "float32", "--enforce-eager", "--max-model-len", "2048"],
                            stdout=log, stderr=subprocess.STDOUT, env=dict(_env(), VLLM_CPU_KVCACHE_SPACE="1"))
     try:
-        deadline = time.monotonic() + 300
-        while True:
+
+        def healthy(_remaining_s: float) -> None:
+            if srv.poll() is not None:
+                raise RuntimeError(f"vLLM server exited ({srv.returncode}); see vllm_server.log")
             try:
                 urllib.request.urlopen(url + "/health", timeout=2)
-                break
-            except Exception:  # noqa: BLE001
-                if time.monotonic() > deadline or srv.poll() is not None:
-                    raise RuntimeError("vLLM server did not start; see vllm_server.log") from None
-                time.sleep(1)
+            except Exception as exc:  # noqa: BLE001
+                raise NotYet(str(exc)) from None
+
+        try:
+            retry(f"vLLM to answer {url}/health", healthy, deadline_s=300, delay_s=1)
+        except GaveUp as exc:
+            raise RuntimeError(f"vLLM server did not start ({exc}); see vllm_server.log") from None
         spec = {"model_id": "smollm2-cpu", "hf_model_repo": "HuggingFaceTB/SmolLM2-135M-Instruct",
                 "device_model_spec": {"max_context": 2048, "max_concurrency": 4, "perf_reference": []}}
         spec_path = os.path.join(out, "spec.json")

@@ -24,6 +24,7 @@ from media_clients.transport import Answer, MediaHttp  # noqa: E402
 from media_clients.vision import VISION_CASES  # noqa: E402
 from media_clients.workloads import (CnnWorkload, EmbeddingWorkload, ImageWorkload, SpeechWorkload,  # noqa: E402
                                      describe, spec_params)
+from contracts.retry import GaveUp, NotYet, retry  # noqa: E402
 from contracts.workflow_keys import MEDIA_TEST_ARGS  # noqa: E402
 from records.server_tests import CaseResult, TestsRecord  # noqa: E402
 
@@ -66,20 +67,18 @@ class Case:
 
 
 def liveness(run: ClientRun) -> None:
-    deadline = time.monotonic() + LIVENESS_DEADLINE_S
-    last = ""
-    while True:
-        answer = run.http.get("/tt-liveness", timeout_s=10)
-        if answer.ok:
-            body = answer.json()
-            if body.get("status") == "alive" and body.get("model_ready", True):
-                return
-            last = f"status {body.get('status')!r}, model_ready {body.get('model_ready')!r}"
-        else:
-            last = describe(answer)
-        if time.monotonic() > deadline:
-            raise CaseFailed(f"/tt-liveness not alive and ready after {LIVENESS_DEADLINE_S:g} s: {last}")
-        time.sleep(2)
+    def alive_and_ready(remaining_s: float) -> None:
+        answer = run.http.get("/tt-liveness", timeout_s=min(10.0, max(remaining_s, 1.0)))
+        if not answer.ok:
+            raise NotYet(describe(answer))
+        body = answer.json()
+        if not (body.get("status") == "alive" and body.get("model_ready", True)):
+            raise NotYet(f"status {body.get('status')!r}, model_ready {body.get('model_ready')!r}")
+
+    try:
+        retry("/tt-liveness to say alive and ready", alive_and_ready, deadline_s=LIVENESS_DEADLINE_S, delay_s=2)
+    except GaveUp as exc:
+        raise CaseFailed(f"/tt-liveness not alive and ready after {LIVENESS_DEADLINE_S:g} s: {exc.reason}") from None
 
 
 def models_lists_served(run: ClientRun) -> None:

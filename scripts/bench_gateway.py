@@ -24,6 +24,10 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # the repository: contracts/
+
+from contracts.retry import GaveUp, NotYet, retry  # noqa: E402
+
 MEDIA_PYTHON = os.path.join(ROOT, ".workflow_venvs", "media-server", "bin", "python")
 SECRET = "bench-gateway-secret-0123456789abcdef"
 
@@ -35,14 +39,16 @@ def _free_port() -> int:
 
 
 def _wait(port: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def listening(_remaining_s: float) -> None:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listens on port {port} after {timeout} s")
+        except OSError as exc:
+            raise NotYet(str(exc)) from None
+
+    try:
+        retry(f"something to listen on port {port}", listening, deadline_s=timeout, delay_s=0.05)
+    except GaveUp as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def _token() -> str:

@@ -33,6 +33,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # the repository: contracts/
+
+from contracts.retry import GaveUp, NotYet, retry  # noqa: E402
+
 MEDIA_PYTHON = os.path.join(ROOT, ".workflow_venvs", "media-server", "bin", "python")
 API_KEY = "bench-text-overhead-key"
 
@@ -60,19 +64,22 @@ def _request(port: int, path: str, body: dict) -> bytes:
 
 
 def _wait_ready(port: int, process: subprocess.Popen, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def healthy(_remaining_s: float) -> None:
         if process.poll() is not None:
             raise SystemExit(f"media server exited with {process.returncode} before it was ready")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
                 sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                if b" 200 " in sock.recv(256):
-                    return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise SystemExit(f"media server not healthy on port {port} within {timeout} s")
+                head = sock.recv(256)
+        except OSError as exc:
+            raise NotYet(str(exc)) from None
+        if b" 200 " not in head:
+            raise NotYet(head.split(b"\r\n", 1)[0].decode(errors="replace") or "empty answer")
+
+    try:
+        retry(f"the media server to answer /health with 200 on port {port}", healthy, deadline_s=timeout)
+    except GaveUp as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def one_stream(port: int, index: int, tokens: int) -> tuple[float, int]:

@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from contracts.openai_http import one_token  # noqa: E402
+from contracts.retry import GaveUp, NotYet, retry  # noqa: E402
 
 SPEC_ID = "id_vllm-cpu_SmolLM2-135M-Instruct_cpu"
 PROMPT = "The capital of France is"
@@ -114,15 +115,18 @@ def _post(url: str, body: dict, timeout: float) -> dict:
 
 def wait_first_answer(base: str, model: str, handle, deadline_s: float) -> float:
     """Seconds until a 1-token completion answers 200; raises if the server dies or the deadline passes."""
-    t0 = time.monotonic()
-    while True:
+    def answered(remaining_s: float) -> float:
         if not handle.is_alive():
             raise RuntimeError(f"server exited ({handle.exit_code()}) before answering; see {handle.log_path}")
-        if one_token(base, model, None, 30).ok:
-            return time.monotonic()
-        if time.monotonic() - t0 > deadline_s:
-            raise RuntimeError(f"no answer from {base}/v1/completions within {deadline_s:.0f} s")
-        time.sleep(0.2)
+        answer = one_token(base, model, None, min(30.0, max(remaining_s, 1.0)))
+        if not answer.ok:
+            raise NotYet(f"HTTP {answer.status}" if answer.status else answer.text[:200])
+        return time.monotonic()
+
+    try:
+        return retry(f"a 1-token completion from {base}", answered, deadline_s=deadline_s, delay_s=0.2)
+    except GaveUp as exc:
+        raise RuntimeError(str(exc)) from None
 
 
 def group_process_count(pgid: int) -> int:

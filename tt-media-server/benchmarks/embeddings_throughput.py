@@ -39,6 +39,10 @@ import numpy as np
 
 SERVER_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SERVER_DIR))
+sys.path.insert(0, str(SERVER_DIR.parent))  # the repo root: contracts/
+
+from contracts.retry import GaveUp, NotYet, retry  # noqa: E402
+
 MODEL = "all-MiniLM-L6-v2"
 
 _PHRASES = (
@@ -109,18 +113,21 @@ class Server:
                 stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def healthy(_remaining_s: float) -> None:
             if self.process.poll() is not None:
                 raise SystemExit(f"benchmark: the server exited ({self.process.returncode}); see {self.log_path}")
             try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        self.stop()
-        raise SystemExit(f"benchmark: the server was not healthy within {timeout:g} s; see {self.log_path}")
+                status = httpx.get(self.url + "/health", timeout=2).status_code
+            except httpx.HTTPError as exc:
+                raise NotYet(str(exc)) from None
+            if status != 200:
+                raise NotYet(f"HTTP {status}")
+
+        try:
+            retry(f"the server to answer {self.url}/health with 200", healthy, deadline_s=timeout, delay_s=0.5)
+        except GaveUp as exc:
+            self.stop()
+            raise SystemExit(f"benchmark: {exc}; see {self.log_path}") from None
 
     def metric(self, name: str, label: str) -> float:
         text = httpx.get(self.url + "/metrics", timeout=10).text

@@ -31,7 +31,10 @@ from pathlib import Path
 SERVER_DIR = Path(__file__).resolve().parents[1]
 REPO_ROOT = SERVER_DIR.parent
 sys.path.insert(0, str(SERVER_DIR))
+sys.path.insert(0, str(REPO_ROOT))  # contracts/
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="bench-metrics-"))
+
+from contracts.retry import GaveUp, NotYet, retry  # noqa: E402
 
 
 def speech_set():
@@ -97,19 +100,21 @@ def through_server(speech, workers: int, repeats: int, timeout: float) -> dict:
                                     "127.0.0.1", "--port", str(port), "--no-access-log"], cwd=SERVER_DIR, env=env,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def warm(_remaining_s: float) -> None:
             if process.poll() is not None:
                 raise SystemExit(f"benchmark: the server exited ({process.returncode}); see {log_path}")
             try:
                 live = httpx.get(url + "/tt-liveness", timeout=2).json()
-                if live["worker_count"] == workers:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit(f"benchmark: {workers} whisper workers not warm within {timeout:g} s; see {log_path}")
-            time.sleep(0.5)
+            except httpx.HTTPError as exc:
+                raise NotYet(str(exc)) from None
+            if live["worker_count"] != workers:
+                raise NotYet(f"{live['worker_count']} worker(s) warm")
+
+        try:
+            retry(f"{workers} whisper workers to be warm", warm, deadline_s=timeout, delay_s=0.5)
+        except GaveUp as exc:
+            raise SystemExit(f"benchmark: {exc}; see {log_path}") from None
         audio = speech.long_clip.mp3.read_bytes()
         timings = []
         with httpx.Client(base_url=url, timeout=600) as client:

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
+from contracts.retry import GaveUp, NotYet, retry
 from workflows.servers.base import ServerHandle, ServerLaunch, ServerStartError
 
 if TYPE_CHECKING:
@@ -144,18 +145,20 @@ def start_behind_gateway(start: Callable[[ServerLaunch], ServerHandle], launch: 
     except OSError as exc:
         server.stop()
         raise ServerStartError(f"jwt-gateway: cannot start {gateway_python}: {exc}") from None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def listening(_remaining_s: float) -> None:
         if gateway.poll() is not None:
             server.stop()
             tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
             raise ServerStartError(f"jwt-gateway exited with {gateway.returncode}: {tail[0]}")
         try:
             socket.create_connection(("127.0.0.1", public_port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
+        except OSError as exc:
+            raise NotYet(str(exc)) from None
+
+    try:
+        retry(f"the jwt-gateway to listen on port {public_port}", listening, deadline_s=60)
+    except GaveUp:
         gateway.kill()
         server.stop()
         raise ServerStartError(f"jwt-gateway did not listen on port {public_port} within 60 s (log: {log_path})")
