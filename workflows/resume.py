@@ -24,11 +24,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contracts.retry import GaveUp, NotYet, retry
 from workflows.processes import process_start_time
 
 OWNER_FILE = "run.pid.json"
@@ -131,11 +131,16 @@ def _stop_group(pgid: int, timeout: float) -> str:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return "already gone"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process_start_time(pgid) is None:
-            return "ended on SIGTERM"
-        time.sleep(0.1)
+
+    def ended(_remaining_s: float) -> None:
+        if process_start_time(pgid) is not None:
+            raise NotYet("still running")
+
+    try:
+        retry(f"process group {pgid} to end on SIGTERM", ended, deadline_s=timeout)
+        return "ended on SIGTERM"
+    except GaveUp:
+        pass
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:

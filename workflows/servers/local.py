@@ -13,11 +13,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from contracts import REPO_ROOT
 from contracts.model_spec import DeviceType
+from contracts.retry import GaveUp, NotYet, retry
 from workflows.auth import CLIENT_AUTH_NAMES
 from workflows.processes import die_with_parent, process_start_time
 from workflows.servers.base import (
@@ -143,22 +143,25 @@ class LocalServerHandle(ServerHandle):
             os.killpg(self.pgid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def group_gone(_remaining_s: float) -> None:
             self.proc.poll()
-            if not self._group_alive():
-                break
-            time.sleep(0.1)
-        else:
+            if self._group_alive():
+                raise NotYet("still running")
+
+        try:
+            retry(f"server process group {self.pgid} to end on SIGTERM", group_gone, deadline_s=timeout)
+        except GaveUp:
             try:
                 os.killpg(self.pgid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             # Grandchildren reparented to init are reaped asynchronously: wait until they are gone.
-            kill_deadline = time.monotonic() + 5
-            while self._group_alive() and time.monotonic() < kill_deadline:
-                self.proc.poll()
-                time.sleep(0.05)
+            try:
+                retry(f"server process group {self.pgid} to be gone after SIGKILL", group_gone, deadline_s=5,
+                      delay_s=0.05)
+            except GaveUp:
+                pass  # what is left is the kernel's to reap; stop() must return
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
