@@ -23,19 +23,15 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repo root: contracts/
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="bench-metrics-"))
 
+from contracts.intervals import percentile  # noqa: E402
 from media_server.config import DeviceGroup, load_settings  # noqa: E402
 from media_server.runners.mock import MockImageRunner  # noqa: E402
 from media_server.scheduler import Scheduler  # noqa: E402
 
 PAYLOAD = {"prompt": "benchmark", "number_of_images": 1}
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def direct_call_ms(settings, batch: int, repeats: int = 2000) -> float:

@@ -1,15 +1,7 @@
 """Device worker processes: one per device group, one runner each, talking over a pipe.
 
-Messages main -> worker (tuples, first item the type):
-    ("batch", [(request_id, payload), ...])   batch runners: run these together
-    ("add", request_id, payload)              streaming runners: admit one request
-    ("cancel", request_id)                    streaming runners: drop it (client gone)
-    ("stop",)                                 close the runner and exit
-Messages worker -> main:
-    ("ready", {"pid", "capacity", "max_batch"})    loaded and warm
-    ("failed", one_line_reason)                     could not load (the process then exits)
-    ("results", [(request_id, result_or_ItemError)], seconds, batch_size)
-    ("events", [(request_id, type, data)], seconds)  streaming: chunk / done / error
+Messages (typed, media_server/pool/messages.py): main -> worker RunBatch, AddRequest,
+CancelRequest, Stop; worker -> main Ready, LoadFailed, BatchResults, StreamEvents.
 The main side (``WorkerHandle``) reads the pipe from the event loop; a closed pipe means the
 process died, which the scheduler learns at once (no polling interval).
 """
@@ -26,6 +18,8 @@ import time
 from typing import Any, Callable
 
 from media_server.config import DeviceGroup, Settings
+from media_server.pool.messages import (AddRequest, BatchResults, CancelRequest, FromWorker, LoadFailed,
+                                        Ready, RunBatch, Stop, StreamEvents, ToWorker)
 
 log = logging.getLogger("media_server.workers")
 _CONTEXT = multiprocessing.get_context("spawn")
@@ -70,10 +64,10 @@ def worker_main(conn, runner_name: str, model_id: str, settings: Settings, group
         log.info("%s loaded %s on devices %s in %.1f s", runner_name, model_id, group.label,
                  time.monotonic() - started)
     except RunnerUnavailable as exc:
-        conn.send(("failed", str(exc)))
+        conn.send(LoadFailed(str(exc)))
         return
     except Exception as exc:  # noqa: BLE001 - reported as one line, the process ends
-        conn.send(("failed", f"{runner_name} failed to load on devices {group.label}: "
+        conn.send(LoadFailed(f"{runner_name} failed to load on devices {group.label}: "
                              f"{type(exc).__name__}: {exc}"))
         return
     inbox: queue.Queue = queue.Queue()
@@ -83,11 +77,11 @@ def worker_main(conn, runner_name: str, model_id: str, settings: Settings, group
     observe = metrics.inference_observer(model_id, group.label)
     try:
         if runner.streaming:
-            conn.send(("ready", {"pid": os.getpid(), "capacity": runner.capacity(), "max_batch": 1}))
+            conn.send(Ready(os.getpid(), runner.capacity(), 1))
             _streaming_loop(conn, inbox, runner, observe)
         else:
             max_batch = max(1, min(runner.max_batch_size(), settings.max_batch_size))
-            conn.send(("ready", {"pid": os.getpid(), "capacity": 1, "max_batch": max_batch}))
+            conn.send(Ready(os.getpid(), 1, max_batch))
             _batch_loop(conn, inbox, runner, observe)
     except (BrokenPipeError, EOFError, OSError):
         pass  # the server went away; nothing is waiting for results
@@ -113,7 +107,7 @@ def _receive_forever(conn, inbox: queue.Queue) -> None:
         try:
             inbox.put(conn.recv())
         except (EOFError, OSError):
-            inbox.put(("stop",))
+            inbox.put(Stop())
             return
 
 
@@ -122,11 +116,11 @@ def _batch_loop(conn, inbox: queue.Queue, runner, observe: Callable[[float, int]
 
     while True:
         message = inbox.get()
-        if message[0] == "stop":
+        if isinstance(message, Stop):
             return
-        if message[0] != "batch":
+        if not isinstance(message, RunBatch):
             continue
-        items = message[1]
+        items = message.items
         started = time.perf_counter()
         try:
             results = runner.run_batch([payload for _, payload in items])
@@ -137,8 +131,8 @@ def _batch_loop(conn, inbox: queue.Queue, runner, observe: Callable[[float, int]
             results = [ItemError(500, f"{type(exc).__name__}: {exc}")] * len(items)
         seconds = time.perf_counter() - started
         observe(seconds, len(items))
-        conn.send(("results", [(rid, result) for (rid, _), result in zip(items, results)],
-                   seconds, len(items)))
+        conn.send(BatchResults([(rid, result) for (rid, _), result in zip(items, results)],
+                               seconds, len(items)))
 
 
 def _streaming_loop(conn, inbox: queue.Queue, runner, observe: Callable[[float, int], None]) -> None:
@@ -157,17 +151,16 @@ def _run_streaming(outbox: "_EventSender", inbox: queue.Queue, runner,
         except queue.Empty:
             message = None
         while message is not None:
-            kind = message[0]
-            if kind == "stop":
+            if isinstance(message, Stop):
                 return
-            if kind == "add":
+            if isinstance(message, AddRequest):
                 try:
-                    runner.add(message[1], message[2])
+                    runner.add(message.request_id, message.payload)
                 except Exception as exc:  # noqa: BLE001 - only this request fails
-                    outbox.send([(message[1], "error", {"status": getattr(exc, "status", 500),
-                                                        "message": f"{type(exc).__name__}: {exc}"})], 0.0)
-            elif kind == "cancel":
-                runner.cancel(message[1])
+                    outbox.send([(message.request_id, "error", {"status": getattr(exc, "status", 500),
+                                                               "message": f"{type(exc).__name__}: {exc}"})], 0.0)
+            elif isinstance(message, CancelRequest):
+                runner.cancel(message.request_id)
             try:
                 message = inbox.get_nowait()
             except queue.Empty:
@@ -182,7 +175,7 @@ def _run_streaming(outbox: "_EventSender", inbox: queue.Queue, runner,
 
 
 class _EventSender:
-    """Writes ("events", ...) messages to the pipe on its own thread.
+    """Writes StreamEvents messages to the pipe on its own thread.
 
     Why: pickling and the pipe write then overlap the runner's next step (a device wait releases
     the GIL) instead of adding to every step's time, and events queued while the pipe was busy
@@ -219,9 +212,9 @@ class _EventSender:
                 events = events + more[0]
                 seconds = more[1] or seconds
             try:
-                self._conn.send(("events", events, seconds))
+                self._conn.send(StreamEvents(events, seconds))
             except (OSError, EOFError, ValueError):
-                self._inbox.put(("stop",))  # the server went away: end the loop
+                self._inbox.put(Stop())  # the server went away: end the loop
                 return
             if closing:
                 return
@@ -231,7 +224,7 @@ class WorkerHandle:
     """The main process's view of one worker process."""
 
     def __init__(self, index: int, group: DeviceGroup, runner_name: str, model_id: str,
-                 settings: Settings, on_message: Callable[["WorkerHandle", tuple], None],
+                 settings: Settings, on_message: Callable[["WorkerHandle", FromWorker], None],
                  on_exit: Callable[["WorkerHandle"], None]):
         self.index = index
         self.group = group
@@ -270,7 +263,7 @@ class WorkerHandle:
         self.ready_event = asyncio.Event()
         asyncio.get_running_loop().add_reader(parent.fileno(), self._readable)
 
-    def send(self, message: tuple) -> bool:
+    def send(self, message: ToWorker) -> bool:
         """Send a message; False when the pipe is already broken (death is handled elsewhere)."""
         try:
             self.conn.send(message)
@@ -282,13 +275,13 @@ class WorkerHandle:
         try:
             while self.conn is not None and self.conn.poll():
                 message = self.conn.recv()
-                if message[0] == "ready":
-                    self.capacity = message[1]["capacity"]
-                    self.max_batch = message[1]["max_batch"]
+                if isinstance(message, Ready):
+                    self.capacity = message.capacity
+                    self.max_batch = message.max_batch
                     self.state = "ready"
                     self.ready_event.set()
-                elif message[0] == "failed":
-                    self.failure = message[1]
+                elif isinstance(message, LoadFailed):
+                    self.failure = message.reason
                 self._on_message(self, message)
         except (EOFError, OSError):
             self._detach()
@@ -320,7 +313,7 @@ class WorkerHandle:
     def request_stop(self) -> None:
         """Ask the worker to close its runner and exit (event-loop thread)."""
         if self.conn is not None:
-            self.send(("stop",))
+            self.send(Stop())
         self._detach()
         self.state = "stopped"
 
