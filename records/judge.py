@@ -27,6 +27,10 @@ Rules (documented in the report legend too):
   ``smoke`` (a smoke run only proves the path works: its samples are too few to decide a
   healthy score, but a broken one still fails). Result: FAIL when an unwaived blocker remains,
   else INCONCLUSIVE when a required check is undecided, else PASS.
+* The comparison with a baseline run (``--compare-to``; a release compares with the last run of its
+  spec on its host) adds one check per compared metric (category ``comparison``); a metric whose
+  whole 95% interval of the ratio lies beyond the tolerance is ``regressed`` and blocks, unless the
+  run says ``on_regression=warn`` (then it is a note). Noise never blocks: the interval decides.
 * ``known_issues`` waivers in the model spec turn a blocker into a waived item carrying the
   waiver's reason. A waiver matches on ``workflow`` == blocker category and ``task`` == the
   item (point key or eval task) or ``"*"``. A crashed step is only waived by naming it

@@ -374,7 +374,8 @@ class Verdict(TypedRecord):
         "its target (more samples decide it). Blockers: a failed run step, a benchmark point whose "
         "error rate exceeds the spec's device_model_spec.max_error_rate (default 0, any status), a "
         "required-tier target missed or its point not run, a failed or errored eval (or none when "
-        "evals ran), a failed test or stress record. Sections not part of the run are listed as not "
+        "evals ran), a failed test or stress record, a metric regressed beyond the tolerance against the "
+        "baseline run (comparison; on_regression=warn only shows it). Sections not part of the run are listed as not "
         "run, never as failures.")
     checks: list[Check] = described("Every number decided on its interval, with its decision.", factory=list,
                                     record_list=Check)
