@@ -147,6 +147,17 @@ def validate_workflow_args(workflow: WorkflowType, args: dict[str, str]) -> None
     mode = args.get("mode")
     if mode is not None and mode not in MODES:
         raise WorkflowArgsError(f"--workflow-args mode={mode!r} is not one of: {', '.join(MODES)}")
+    for key, choices in (("on_regression", ("fail", "warn")), ("compare_hosts", ("same", "any"))):
+        if key in args and args[key] not in choices:
+            raise WorkflowArgsError(f"--workflow-args {key}={args[key]!r} is not one of: {', '.join(choices)}")
+    if "regression_tolerance" in args:
+        try:
+            tolerance = float(args["regression_tolerance"])
+        except ValueError:
+            tolerance = -1.0
+        if not 0 <= tolerance < 1:
+            raise WorkflowArgsError(f"--workflow-args regression_tolerance={args['regression_tolerance']!r} is not a "
+                                    f"share between 0 and 1 (e.g. 0.05)")
 
 
 def client_workflow_parser(description: str, *, server_required: bool = False) -> argparse.ArgumentParser:

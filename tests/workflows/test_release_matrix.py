@@ -139,3 +139,16 @@ def test_a_tier_end_to_end_against_the_stub_engine(tmp_path) -> None:
     specs = json.loads((tmp_path / "second" / "release_specs.json").read_text())["specs"]
     # the stub meets even the target tier: PASS on the one required tier promotes the COMPLETE spec
     assert [(s["verdict"], s["decision"], s["status"]) for s in specs] == [("PASS", "promote", "TOP_PERF")]
+
+
+@pytest.mark.parametrize("args, message", [
+    ("on_regression=maybe", "on_regression='maybe' is not one of: fail, warn"),
+    ("compare_hosts=all", "compare_hosts='all' is not one of: same, any"),
+    ("regression_tolerance=5", "regression_tolerance='5' is not a share"),
+])
+def test_comparison_settings_are_checked_up_front(args, message) -> None:
+    from contracts.workflow_args import WorkflowArgsError, WorkflowType, parse_workflow_args, validate_workflow_args
+
+    with pytest.raises(WorkflowArgsError, match=message):
+        validate_workflow_args(WorkflowType.BENCHMARKS, parse_workflow_args(args))
+    validate_workflow_args(WorkflowType.RELEASE, parse_workflow_args("on_regression=warn regression_tolerance=0.1"))
