@@ -261,7 +261,8 @@ def _read_benchmarks(run_dir: Path, problems: list[str]
             problems.append(f"{rel}: {exc}")
             continue
         rows.append(row)
-        points[(row.isl, row.osl, row.max_concurrency, row.num_prompts)] = rec
+        if rec.workload is None:  # a workload's traffic (trace, conversations ...) is not its shape's reference point
+            points[(row.isl, row.osl, row.max_concurrency, row.num_prompts)] = rec
     rows.sort(key=lambda r: (r.isl, r.osl, r.max_concurrency, r.num_prompts))
     return rows, points
 
@@ -287,7 +288,8 @@ def _targets(spec: dict, rows: list[BenchmarkRow], points: dict[PointKey, BenchP
         except (KeyError, TypeError, ValueError):
             continue
         n = _int(ref.get("num_prompts"))
-        same = [r for r in rows if (r.isl, r.osl, r.max_concurrency) == (isl, osl, con)]
+        same = [r for r in rows if (r.isl, r.osl, r.max_concurrency) == (isl, osl, con)
+                and (r.isl, r.osl, r.max_concurrency, r.num_prompts) in points]
         exact = [r for r in same if n is None or r.num_prompts == n]
         row_point = (exact or same or [None])[0]
         point = points[(row_point.isl, row_point.osl, row_point.max_concurrency,

@@ -65,3 +65,15 @@ def test_report_roundtrip_keeps_the_timeline(make_run, tmp_path):
     again = ReportRecord.from_dict(json.loads(json.dumps(record.to_dict())))
     trace = next(r for r in again.benchmarks if r.source == "trace")
     assert trace.timeline.rates["completed_rps"] == [1, 2, 3]
+
+
+def test_a_workload_point_is_never_judged_as_its_shapes_reference_point(make_run):
+    run = make_run("benchmarks_only_run")
+    before = [t.to_dict() for t in build_report(run.path).targets]
+    ref = BenchPoint.read(run.path / "benchmarks/point_isl-128_osl-128_con-4_n-16.json")
+    ref.metrics.mean_ttft_ms, ref.workload = 1e6, {"kind": "multi_turn", "per_turn": []}
+    ref.requests_file = None
+    ref.write(run.path / "benchmarks/point_multi_turn_isl-128_osl-128_con-4_n-16.json")
+    record = build_report(run.path)
+    assert [t.to_dict() for t in record.targets] == before
+    assert sum(1 for r in record.benchmarks if (r.isl, r.max_concurrency) == (128, 4)) == 2
