@@ -20,9 +20,14 @@ from benchmarking.runner import WorkItem, run_point
 from benchmarking.workloads import Measured, WorkloadPoint, prompt_check
 from benchmarking.workloads.corpus import Corpus
 from benchmarking.workloads.trace_file import read_trace
+from contracts.intervals import percentile
 from contracts.model_spec import ModelSpec
 
 MAX_RATE_BINS = 600
+# requests the client keeps waiting for their time or in flight at once: one per request up to this
+# (an open loop); a longer trace reuses them in order, and a request that had to wait for one shows
+# up as lateness, never as silently compressed time
+MAX_IN_FLIGHT = 4096
 
 
 def points(spec: ModelSpec, bench) -> list[WorkloadPoint]:
@@ -57,7 +62,6 @@ def rate_over_time(offsets: list[float], sends: list[float | None], done: list[f
 
 
 def measure(ctx, point: WorkloadPoint, budget_s: float | None, pending_signal) -> Measured:
-    from contracts.intervals import percentile
     trace, b = point.data, ctx.bench
     corpus = Corpus(ctx.tokenizer)
     prompts = [corpus.prompt(f"trace:{r.line}", r.input_tokens,
@@ -68,8 +72,8 @@ def measure(ctx, point: WorkloadPoint, budget_s: float | None, pending_signal) -
                       p.token_len or p.intended_len, r.output_tokens) for p, r in zip(prompts, trace.requests)]
     offsets = [r.at_s for r in trace.requests]
     id_prefix = f"trace-{trace.name}"
-    run = run_point(ctx.client_config(), items, offsets, len(items), None, budget_s, id_prefix=id_prefix,
-                    stop_on_signals=True, pending_signal=pending_signal)
+    run = run_point(ctx.client_config(), items, offsets, min(len(items), MAX_IN_FLIGHT), None, budget_s,
+                    id_prefix=id_prefix, stop_on_signals=True, pending_signal=pending_signal)
     sends: list[float | None] = [None] * len(items)
     done: list[float | None] = [None] * len(items)
     lateness = []
