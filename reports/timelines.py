@@ -70,7 +70,9 @@ def workload_lines(w: dict | None) -> list[str]:
             out.append(f"{name}: mean TTFT {_ms(ttft.get('mean_ms'))}" + (f" [95% {ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")
                        + f" (n={ttft.get('n')})")
         if w.get("ttft_ratio_shared_to_unshared") is not None:
-            out.append(f"TTFT shared / unshared: {w['ttft_ratio_shared_to_unshared']:.3f}")
+            ci = w.get("ttft_ratio_ci95")
+            out.append(f"TTFT shared / unshared: {w['ttft_ratio_shared_to_unshared']:.3f}"
+                       + (f" [95% {ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""))
         return out
     return [f"workload {kind}"]
 

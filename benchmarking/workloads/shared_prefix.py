@@ -14,7 +14,9 @@ sharing is compared with.
 from __future__ import annotations
 
 import json
+import math
 import os
+import random
 import time
 
 from benchmarking import prom
@@ -71,6 +73,26 @@ def _phase(ctx, point: WorkloadPoint, prompts, budget_s, pending_signal, name: s
                  "prefix_cache": prefix_cache_hit_rate(before, after)}
 
 
+def ratio_interval(shared: list[float], unshared: list[float], iterations: int = 2000,
+                   seed: int = 0) -> list[float] | None:
+    """95% percentile-bootstrap interval of mean(shared) / mean(unshared), each run resampled on its
+    own (two independent samples of requests); None with fewer than two requests in either."""
+    if len(shared) < 2 or len(unshared) < 2:
+        return None
+    rng = random.Random(seed)
+    stats = []
+    for _ in range(iterations):
+        a = sum(rng.choice(shared) for _ in shared) / len(shared)
+        b = sum(rng.choice(unshared) for _ in unshared) / len(unshared)
+        if b > 0:
+            stats.append(a / b)
+    if not stats:
+        return None
+    stats.sort()
+    last = len(stats) - 1
+    return [round(stats[int(0.025 * last)], 4), round(stats[math.ceil(0.975 * last)], 4)]
+
+
 def measure(ctx, point: WorkloadPoint, budget_s: float | None, pending_signal) -> Measured:
     b = ctx.bench
     plen = prefix_len(b, point.isl)
@@ -90,10 +112,13 @@ def measure(ctx, point: WorkloadPoint, budget_s: float | None, pending_signal) -
     else:
         run, shared = _phase(ctx, point, shared_prompts, left, pending_signal, "shared")
     base, with_sharing = unshared["ttft"]["mean_ms"], shared["ttft"]["mean_ms"]
+    ratio_ci = ratio_interval([r.ttft for r in run.records if r.success],
+                              [r.ttft for r in unshared_run.records if r.success])
     summary = {"kind": "shared_prefix", "prefixes": b.prefixes, "prefix_tokens": plen,
                "prefix_cache": shared["prefix_cache"],
                "shared": shared, "unshared": unshared,
-               "ttft_ratio_shared_to_unshared": round(with_sharing / base, 4) if base and with_sharing else None}
+               "ttft_ratio_shared_to_unshared": round(with_sharing / base, 4) if base and with_sharing else None,
+               "ttft_ratio_ci95": ratio_ci}
     warnings = []
     if shared["prefix_cache"] is None:
         warnings.append("the server exposes no prefix-cache counters (vllm:prefix_cache_queries/hits) on /metrics: "

@@ -102,3 +102,11 @@ def test_local_source_is_the_repositorys_documents():
     from benchmarking.workloads.corpus import source_text
     text = source_text()
     assert len(text.split()) > 1000 and "run.py" in text
+
+
+def test_ttft_ratio_interval_brackets_the_ratio_of_means():
+    from benchmarking.workloads.shared_prefix import ratio_interval
+    shared, unshared = [0.10, 0.12, 0.09, 0.11, 0.10], [0.20, 0.22, 0.19, 0.21, 0.20]
+    low, high = ratio_interval(shared, unshared)
+    assert low <= (sum(shared) / 5) / (sum(unshared) / 5) <= high and 0.4 < low < high < 0.6
+    assert ratio_interval([0.1], unshared) is None
