@@ -53,7 +53,12 @@ def plan_warmup(spec: ModelSpec, workflow_args: dict) -> WarmupPlan:
     # keys of other workflows are the orchestrator's business; plan with the ones we know
     known = {k: str(v) for k, v in (workflow_args or {}).items() if k in WORKFLOW_ARG_KEYS}
     args = parse_workflow_args(known)
-    pairs = sorted({(p.isl, p.osl) for p in build_points(spec, args)})
+    if args.workload:  # a workload's points, not the sweep's (a trace: its mean lengths)
+        from benchmarking import workloads
+        points = workloads.points(spec, args)
+    else:
+        points = build_points(spec, args)
+    pairs = sorted({(p.isl, p.osl) for p in points})
     return WarmupPlan(pairs, float(args.stall_timeout_s), float(args.request_timeout_s))
 
 
