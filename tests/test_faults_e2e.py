@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from contracts.retry import GaveUp, NotYet, retry
+
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "SmolLM2-135M-Instruct"
 STALL_S = 3  # stall_timeout_s the stall tests configure
@@ -153,12 +155,14 @@ def reap_children(run_dir: Path) -> list[tuple[int, str]]:
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+    def holds(_remaining_s: float) -> None:
+        if not predicate():
+            raise NotYet("not yet")
+
+    try:
+        retry(what, holds, deadline_s=timeout, delay_s=0.2)
+    except GaveUp:
+        raise AssertionError(f"timed out after {timeout:g} s waiting for {what}") from None
 
 
 def assert_failed_naming(res: Result, *causes: str) -> None:

@@ -11,13 +11,13 @@ import dataclasses
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Callable
 
 import httpx
 import pytest
 
+from contracts.retry import GaveUp, NotYet, retry
 from tests.helpers import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -66,18 +66,23 @@ class ServerHandle:
 
     def wait_until(self, predicate: Callable[[dict], bool], timeout: float, what: str) -> dict:
         """Poll /tt-liveness until predicate(liveness) holds; fail naming `what` otherwise."""
-        deadline = time.monotonic() + timeout
         last: dict = {}
-        while time.monotonic() < deadline:
+
+        def holds(_remaining_s: float) -> dict:
+            nonlocal last
             try:
                 last = self.liveness()
-                if predicate(last):
-                    return last
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"timed out after {timeout} s waiting for {what}; last liveness: "
-                             f"{last}\n--- server log ---\n{self.log()[-3000:]}")
+            except httpx.HTTPError as exc:
+                raise NotYet(str(exc)) from None
+            if not predicate(last):
+                raise NotYet("predicate false")
+            return last
+
+        try:
+            return retry(what, holds, deadline_s=timeout, delay_s=0.05)
+        except GaveUp:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}; last liveness: "
+                                 f"{last}\n--- server log ---\n{self.log()[-3000:]}") from None
 
     def worker_pids(self) -> list[int]:
         """PIDs of the server's device workers (spawned children; not the resource tracker)."""
@@ -134,20 +139,25 @@ def start_media_server(env: dict[str, str], log_path: Path, *, wait_ready: bool 
                           env.get("API_KEY", TEST_API_KEY))
     if not wait_ready:
         return handle
-    deadline = time.monotonic() + ready_timeout
-    while time.monotonic() < deadline:
+
+    def healthy(_remaining_s: float) -> None:
         if process.poll() is not None:
             handle.stop()
             raise AssertionError(f"media server exited with {process.returncode} before ready:\n"
                                  f"{handle.log()[-3000:]}")
         try:
-            if httpx.get(handle.base_url + "/health", timeout=2).status_code == 200:
-                return handle
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    handle.stop()
-    raise AssertionError(f"media server not healthy within {ready_timeout} s:\n{handle.log()[-3000:]}")
+            status = httpx.get(handle.base_url + "/health", timeout=2).status_code
+        except httpx.HTTPError as exc:
+            raise NotYet(str(exc)) from None
+        if status != 200:
+            raise NotYet(f"HTTP {status}")
+
+    try:
+        retry("the media server to answer /health with 200", healthy, deadline_s=ready_timeout)
+    except GaveUp:
+        handle.stop()
+        raise AssertionError(f"media server not healthy within {ready_timeout} s:\n{handle.log()[-3000:]}") from None
+    return handle
 
 
 @pytest.fixture
