@@ -30,6 +30,7 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
 from benchmarking.bench_args import WORKFLOW_ARG_KEYS, BenchArgs, parse_workflow_args  # noqa: E402
 from records.bench import BenchMetrics, BenchPoint, PointParams  # noqa: E402
 from contracts.typed_record import RecordError  # noqa: E402
+from contracts.cpu_cost import probe_for_run  # noqa: E402
 from contracts.client_main import BadInput, ClientInvocation, StopSignals, run_client  # noqa: E402
 from benchmarking import run_control  # noqa: E402
 from benchmarking.sweeps import Point, build_points  # noqa: E402
@@ -154,6 +155,8 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     stem = os.path.join(ctx.out_dir, point.stem)
     before = prom.fetch_metrics(ctx.base_url, ctx.api_key)
     sampler = ServerStateSampler(ctx.base_url, ctx.api_key).start() if before is not None else None
+    probe, watched = probe_for_run(ctx.run_dir)
+    probe.start()
     started = _now()
     try:
         if isinstance(point, workloads.WorkloadPoint):
@@ -162,6 +165,7 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
             measured = _measure_sweep_point(ctx, point, budget_s)
     finally:
         state = sampler.stop() if sampler is not None else None
+    cost = probe.stop()
     ended = _now()
     run, check = measured.run, measured.prompt_check
     after = prom.fetch_metrics(ctx.base_url, ctx.api_key) if before is not None and not run.interrupted else None
@@ -209,6 +213,7 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
         goodput_slos=b.goodput or None, budget_exhausted=run.budget_exhausted, not_sent=run.not_sent,
         server_metrics=server_metrics, warnings=warnings, interrupted=interrupted, complete=interrupted is None,
         workload=summary, server_state=state)
+    record.set_cost(cost, watched)
     _judge(ctx, point, record)
     record.write(stem + ".json")  # written last: its presence means done
     for w in warnings:  # after the files: an interrupted point is on disk before anything is said
@@ -247,12 +252,15 @@ def run_vllm_point(ctx: Context, point: Point, python: str, budget_s: float | No
                                   percentiles=",".join(f"{p:g}" for p in b.percentiles), seed=b.seed)
     started = _now()
     log_path = os.path.join(raw_dir, point.stem + ".vllm.log")
+    probe, watched = probe_for_run(ctx.run_dir)
+    probe.start()
     try:
         with open(log_path, "w") as log:
             proc = vllm_tool.run(cmd, ctx.api_key, timeout=budget_s, log=log)
     except Exception as exc:  # noqa: BLE001 - a comparison tool failing must not lose our results
         _log(f"vllm bench serve failed for {point.stem}: {exc!r}")
         return None
+    cost = probe.stop()
     raw_path = os.path.join(raw_dir, raw_name)
     if proc.returncode != 0 or not os.path.exists(raw_path):
         _log(f"vllm bench serve exit {proc.returncode} for {point.stem}; see {ctx.rel(log_path)}")
@@ -264,6 +272,7 @@ def run_vllm_point(ctx: Context, point: Point, python: str, budget_s: float | No
         point=_point_params(point, b, dataset="random"), started=started, ended=_now(),
         metrics=BenchMetrics.from_dict(vllm_tool.to_point_metrics(raw)), requests_file=None,
         raw_file=ctx.rel(raw_path), command=" ".join(cmd[:2] + ["<shim>"] + cmd[3:]))
+    record.set_cost(cost, watched)
     _judge(ctx, point, record)
     record.write(os.path.join(ctx.out_dir, point.stem + ".vllm-bench.json"))
     return record.to_dict()

@@ -5,6 +5,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from contracts.cpu_cost import probe_for_run
 from contracts.intervals import percentile
 from media_clients.common import ClientRun, now_iso
 from media_clients.workloads import Sent, Workload
@@ -31,12 +32,17 @@ def run_point(run: ClientRun, workload: Workload, concurrency: int, num_requests
             with lock:
                 sent.append(result)
 
+    probe, watched = probe_for_run(run.run_dir)
+    probe.start()
     started_iso, started = now_iso(), time.monotonic()
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"{workload.kind}-load") as pool:
         for future in [pool.submit(worker) for _ in range(concurrency)]:
             future.result()
     duration = time.monotonic() - started
+    cost = probe.stop()
     done = [s for s in sent if s.ok]
+    audio = workload.kind == "speech"
+    units = sum(s.audio_seconds for s in done) if audio else sum(s.items for s in done)
     failed = [s for s in sent if not s.ok]
     latencies = [s.answer.elapsed_s * 1000 for s in done]
     classes: dict[str, int] = {}
@@ -59,4 +65,10 @@ def run_point(run: ClientRun, workload: Workload, concurrency: int, num_requests
         first_error=failed[0].error if failed else None,
         requests=[{"request_id": s.answer.request_id, "ms": round(s.answer.elapsed_s * 1000, 3),
                    "status": s.answer.status, "error_class": s.error_class} for s in sent],
-        interrupted="signal" if run.stop.is_set() and not_sent else None)
+        interrupted="signal" if run.stop.is_set() and not_sent else None,
+        work_units=_r(units), cost_unit="audio_s" if audio else "item",
+        server_core_seconds=_r(cost.core_seconds), core_seconds_per_unit=_r(cost.per(units), 6),
+        energy_joules=_r(cost.energy_joules), joules_per_unit=_r(cost.energy_per(units), 6),
+        cost_note="; ".join(filter(None, [f"CPU: {watched}" if cost.core_seconds is not None else
+                                          f"CPU n/a: {cost.cpu_note}",
+                                          f"energy n/a: {cost.energy_note}" if cost.energy_note else ""])))

@@ -206,6 +206,32 @@ class BenchPoint(TypedRecord):
         "t_s (seconds since the point started, the request rows' clock minus origin_perf_s) and series such "
         "as running, waiting, kv_cache_usage_pct, prefix_cache_hit_rate, queue_depth, mean_batch_size; "
         "null when the server has no /metrics.", None)
+    server_core_seconds: float | None = described(
+        "CPU core-seconds the server spent over the point: user + system time of its process tree (/proc), or "
+        "its container's cgroup cpu.stat (contracts/cpu_cost.py); null when unknown (cost_note says why).", None)
+    core_seconds_per_1k_output_tokens: float | None = described(
+        "server_core_seconds * 1000 / metrics.total_output_tokens: the CPU cost of 1000 generated tokens.", None)
+    energy_joules: float | None = described(
+        "Host energy over the point from RAPL package counters (/sys/class/powercap); null where the host has "
+        "none (cost_note).", None)
+    joules_per_1k_output_tokens: float | None = described("energy_joules * 1000 / metrics.total_output_tokens.",
+                                                          None)
+    cost_note: str | None = described("What the cost figures measured (process tree, cgroup), or why one is n/a.",
+                                      None)
+
+    def set_cost(self, cost: Any, watched: str) -> None:
+        """Fill the cost fields from a contracts.cpu_cost.Cost of the point and what it watched."""
+        tokens = self.metrics.total_output_tokens or 0
+        self.server_core_seconds = None if cost.core_seconds is None else round(cost.core_seconds, 3)
+        per = cost.per(tokens, 1000)
+        self.core_seconds_per_1k_output_tokens = None if per is None else round(per, 4)
+        self.energy_joules = None if cost.energy_joules is None else round(cost.energy_joules, 3)
+        joules = cost.energy_per(tokens, 1000)
+        self.joules_per_1k_output_tokens = None if joules is None else round(joules, 4)
+        notes = [f"CPU: {watched}" if cost.core_seconds is not None else f"CPU n/a: {cost.cpu_note}"]
+        if cost.energy_note:
+            notes.append(f"energy n/a: {cost.energy_note}")
+        self.cost_note = "; ".join(notes)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -90,3 +90,17 @@ class MediaPoint(TypedRecord):
                                "logs on each line of that request), ms (end-to-end latency), status (HTTP status, "
                                "null when none came), error_class (null when it succeeded).", factory=list)
     interrupted: str | None = described("Signal that stopped the point early, if any.", None)
+    work_units: float | None = described("Units of work the point completed, in cost_unit: items (images, "
+                                         "classified images, embedded inputs) or seconds of audio.", None)
+    cost_unit: str = described("What one unit of work is: item, or audio_s (one second of audio).", "item")
+    server_core_seconds: float | None = described(
+        "CPU core-seconds the server spent over the point: user + system time of its process tree (/proc), "
+        "or its container's cgroup cpu.stat; null when unknown (cost_note says why).", None, unit="core-s")
+    core_seconds_per_unit: float | None = described(
+        "server_core_seconds / work_units: CPU cost of one item, or of one second of audio.", None,
+        unit="core-s")
+    energy_joules: float | None = described("Host energy over the point from RAPL package counters "
+                                            "(/sys/class/powercap); null where the host has none (cost_note).",
+                                            None, unit="J")
+    joules_per_unit: float | None = described("energy_joules / work_units.", None, unit="J")
+    cost_note: str = described("What the cost figures measured (process tree, cgroup), or why one is n/a.", "")

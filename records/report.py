@@ -160,6 +160,10 @@ class BenchmarkRow(TypedRecord):
     prefill_throughput: float | None = described("See BenchPoint.metrics.prefill_throughput.", None)
     request_throughput: float | None = described("See BenchPoint.metrics.request_throughput.", None)
     output_throughput: float | None = described("See BenchPoint.metrics.output_throughput.", None)
+    core_seconds_per_1k_output_tokens: float | None = described(
+        "See BenchPoint.core_seconds_per_1k_output_tokens (null: n/a, cost_note says why).", None)
+    joules_per_1k_output_tokens: float | None = described("See BenchPoint.joules_per_1k_output_tokens.", None)
+    cost_note: str | None = described("See BenchPoint.cost_note.", None)
     point_file: str | None = described("The point record, relative to the run directory.", None)
     requests_file: str | None = described("Per-request rows, relative to the run directory.", None)
     ttft_dist: Distribution | None = described("Distribution of ttft over completed requests.", None,
@@ -267,6 +271,13 @@ class MediaRow(TypedRecord):
     tiers: list[MediaTierCheck] = described("Tiers from the performance reference, judged.", factory=list,
                                             record_list=MediaTierCheck)
     record_file: str | None = described("The point record, relative to the run directory.", None)
+    core_seconds_per_unit: float | None = described(
+        "Server CPU core-seconds per unit of work (cost_unit: per item, or per second of audio); null when "
+        "the client could not see the server's processes (cost_note).", None)
+    cost_unit: str = described("Unit of core_seconds_per_unit: item or audio_s.", "item")
+    joules_per_unit: float | None = described("Host energy (RAPL) per unit of work; null where n/a (cost_note).",
+                                              None)
+    cost_note: str = described("What the cost figures measured, or why they are n/a.", "")
 
 
 @dataclass

@@ -237,6 +237,8 @@ def _benchmark_row(run_dir: Path, path: Path, rec: BenchPoint) -> BenchmarkRow:
         prefill_throughput=_num(m.prefill_throughput),
         request_throughput=_num(m.request_throughput),
         output_throughput=_num(m.output_throughput),
+        core_seconds_per_1k_output_tokens=_num(rec.core_seconds_per_1k_output_tokens),
+        joules_per_1k_output_tokens=_num(rec.joules_per_1k_output_tokens), cost_note=rec.cost_note,
         point_file=path.relative_to(run_dir).as_posix(),
         requests_file=req_path.relative_to(run_dir.resolve()).as_posix() if req_path else None,
         ttft_dist=ttft_dist, tpot_dist=tpot_dist,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from reports import comparison_views, views
 from reports.legend import legend
-from reports.media_views import media_tables, target_lines
+from reports.media_views import cost_notes, media_tables, target_lines
 from records.report import ReportRecord, Section
 from reports.section_tables import markdown_lines
 
@@ -83,6 +83,9 @@ def render_markdown(record: ReportRecord) -> str:
     if record.benchmarks:
         out += [table([h for h, _ in views.BENCHMARK_COLUMNS],
                       [views.cells(views.BENCHMARK_COLUMNS, r) for r in record.benchmarks]), ""]
+        cost_lines = sorted({r.cost_note for r in record.benchmarks if r.cost_note})
+        if cost_lines:
+            out += ["Cost (server core-seconds, energy): " + " | ".join(cost_lines), ""]
     else:
         out += [f"Not run ({_not_run_reason(record, 'benchmarks') or 'no benchmark records'}).",
                 ""]
@@ -102,6 +105,9 @@ def render_markdown(record: ReportRecord) -> str:
         lines = [line for line in target_lines(record) if line.startswith(f"{media.kind}_")]
         if lines:
             out += ["Targets:", ""] + [f"- {line}" for line in lines] + [""]
+        notes = [line for line in cost_notes(record) if line.startswith(f"{media.kind}_")]
+        if notes:
+            out += ["Cost (server core-seconds, energy):", ""] + [f"- {line}" for line in notes] + [""]
 
     out += ["## Accuracy (evals)", ""]
     if record.evals:

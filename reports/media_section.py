@@ -47,7 +47,9 @@ def _row(run_dir: Path, path: Path, point: MediaPoint) -> MediaRow:
                     failures_by_class=dict(point.failures_by_class), latency_p50_ms=point.latency_p50_ms,
                     latency_p95_ms=point.latency_p95_ms, latency_p99_ms=point.latency_p99_ms,
                     figures=dict(point.figures), params=dict(point.params), source=point.source,
-                    record_file=path.relative_to(run_dir).as_posix())
+                    record_file=path.relative_to(run_dir).as_posix(),
+                    core_seconds_per_unit=point.core_seconds_per_unit, cost_unit=point.cost_unit,
+                    joules_per_unit=point.joules_per_unit, cost_note=point.cost_note)
 
 
 def read_media(run_dir: Path, spec: dict, problems: list[str], max_error_rate: float) -> list[MediaRow]:

@@ -48,16 +48,30 @@ def _requests(row: MediaRow) -> str:
     return f"{row.completed}/{row.num_requests}{failed}"
 
 
+def _cost(value: float | None, row: MediaRow) -> str:
+    """A cost figure, or n/a (the reason is in the point's cost_note, shown under the table)."""
+    if not row.ran:
+        return ""
+    return "n/a" if value is None else f"{value:.4g}"
+
+
+def cost_notes(record: ReportRecord) -> list[str]:
+    """One line per distinct cost note: what the core-seconds and joules columns measured, or why n/a."""
+    return sorted({f"{r.key}: {r.cost_note}" for r in record.media if r.ran and r.cost_note})
+
+
 def media_tables(record: ReportRecord) -> list[MediaTable]:
     tables = []
     for kind in sorted({r.kind for r in record.media}):
         figures = KIND_FIGURES.get(kind, [])
+        unit = "audio s" if kind == "speech" else "item"
         headers = ["Point", "Concurrency", "Completed", *[h for h, _, _ in figures],
-                   "p50 ms", "p95 ms", "p99 ms", "Tiers", "Record"]
+                   f"server core-s/{unit}", f"J/{unit}", "p50 ms", "p95 ms", "p99 ms", "Tiers", "Record"]
         rows = []
         for r in (r for r in record.media if r.kind == kind):
             rows.append([r.key, str(r.max_concurrency), _requests(r),
                          *[views.num(r.figures.get(name), digits) for _, name, digits in figures],
+                         _cost(r.core_seconds_per_unit, r), _cost(r.joules_per_unit, r),
                          views.num(r.latency_p50_ms), views.num(r.latency_p95_ms), views.num(r.latency_p99_ms),
                          tier_text(r), r.record_file or ""])
         tables.append(MediaTable(kind, KIND_TITLES.get(kind, kind), headers, rows))

@@ -24,6 +24,13 @@ def check(value: bool | None) -> str:
     return "n/a" if value is None else ("PASS" if value else "FAIL")
 
 
+def cost(value: float | None, note: str | None) -> str:
+    """A cost figure; n/a when the point measured none (its cost_note says why), '-' for older points."""
+    if value is None:
+        return "n/a" if note else "-"
+    return f"{value:.4g}"
+
+
 def ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
@@ -38,6 +45,8 @@ BENCHMARK_COLUMNS: list[Column] = [
     ("t/s/u", lambda r: num(r.tput_user, 2)),
     ("Decode (t/s)", lambda r: num(r.decode_throughput)),
     ("Prefill (t/s)", lambda r: num(r.prefill_throughput)),
+    ("Server core-s / 1k out tok", lambda r: cost(r.core_seconds_per_1k_output_tokens, r.cost_note)),
+    ("J / 1k out tok", lambda r: cost(r.joules_per_1k_output_tokens, r.cost_note)),
     ("E2EL (ms)", lambda r: num(r.mean_e2el_ms)),
     ("req/s", lambda r: num(r.request_throughput, 3)),
     ("Failed", lambda r: num(r.failed)),

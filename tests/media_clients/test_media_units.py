@@ -89,9 +89,12 @@ class _Run:
     model_id, served_model_name, http = "id_x", "x", None
     stop = threading.Event()
 
+    def __init__(self, run_dir):
+        self.run_dir = run_dir
+
 
 def test_run_point_counts_and_classifies_failures(tmp_path):
-    point = run_point(_Run(), _FakeWorkload(), concurrency=2, num_requests=9, source="sweep")
+    point = run_point(_Run(tmp_path), _FakeWorkload(), concurrency=2, num_requests=9, source="sweep")
     assert (point.completed, point.failed, point.not_sent) == (6, 3, 0)
     assert point.failures_by_class == {"http_503": 3}
     assert abs(point.error_rate - 3 / 9) < 1e-6
@@ -99,6 +102,20 @@ def test_run_point_counts_and_classifies_failures(tmp_path):
     back = MediaPoint.read(point.write(tmp_path / "p.json"))
     assert back.to_dict() == point.to_dict()
     assert json.loads((tmp_path / "p.json").read_text())["schema"] == "tt-media-point/1"
+    # No server.pid.json and no container: the cost is n/a and says why, never a made-up number.
+    assert point.work_units == 6 and point.cost_unit == "item" and point.server_core_seconds is None
+    assert "CPU n/a: the server's process is not known" in point.cost_note
+
+
+def test_run_point_records_the_local_servers_core_seconds_per_item(tmp_path):
+    import os
+
+    # The "server" is this test process: its own threads run the fake workload, so its tree's CPU grows.
+    (tmp_path / "server.pid.json").write_text(json.dumps({"kind": "local", "pid": os.getpid()}))
+    point = run_point(_Run(tmp_path), _FakeWorkload(), concurrency=2, num_requests=9, source="sweep")
+    assert point.server_core_seconds is not None and point.server_core_seconds >= 0
+    assert abs(point.core_seconds_per_unit * 6 - point.server_core_seconds) < 0.01
+    assert point.cost_note.startswith(f"CPU: process tree of local server pid {os.getpid()}")
 
 
 def test_speech_accuracy_interval_is_a_bootstrap_over_sentences_and_few_sentences_decide_little():
