@@ -97,3 +97,21 @@ def test_a_missing_or_malformed_request_id_is_generated(client):
     second = client.get("/v1/models", headers={"X-Request-ID": "bad id with spaces"})
     ids = [first.headers["x-request-id"], second.headers["x-request-id"]]
     assert all(re.fullmatch(r"req-[0-9a-f]{32}", i) for i in ids) and ids[0] != ids[1]
+
+
+@pytest.mark.parametrize("path", ["/embedding", "/embeddings"])
+def test_llamacpp_embedding_routes_answer_in_llamacpp_shape(client, path):
+    response = client.post(path, json={"content": ["first text", "second text"]})
+    assert response.status_code == 200, response.text
+    items = response.json()
+    assert [item["index"] for item in items] == [0, 1]
+    vectors = [item["embedding"][0] for item in items]
+    assert all(len(item["embedding"]) == 1 and len(v) == 384 for item, v in zip(items, vectors))
+    assert abs(sum(x * x for x in vectors[0]) - 1) < 1e-4  # embd_normalize 2 (default): unit length
+    taxicab = client.post(path, json={"input": "first text", "embd_normalize": 1}).json()[0]["embedding"][0]
+    assert abs(sum(abs(x) for x in taxicab) - 1) < 1e-4
+    peak = client.post(path, json={"content": "first text", "embd_normalize": 0}).json()[0]["embedding"][0]
+    assert abs(max(abs(x) for x in peak) - 32760) < 1e-2
+    for bad in ({}, {"content": []}, {"content": "x", "embd_normalize": -2}, {"content": "x", "bogus": 1}):
+        refused = client.post(path, json=bad)
+        assert refused.status_code == 400, (bad, refused.text)

@@ -31,7 +31,8 @@ from media_server.speech.settings import AUDIO_PATHS, speech_settings
 log = logging.getLogger("media_server")
 
 # One router module per kind of API; modules not present in this build are skipped.
-ROUTER_MODULES = ("health", "images", "cnn", "audio", "embeddings", "rerank", "text", "inference")
+ROUTER_MODULES = ("health", "images", "cnn", "audio", "embeddings", "embeddings_llamacpp", "rerank", "text",
+                  "inference")
 FATAL_EXIT_CODE = 3
 
 
