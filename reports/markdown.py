@@ -86,6 +86,8 @@ def render_markdown(record: ReportRecord) -> str:
         cost_lines = sorted({r.cost_note for r in record.benchmarks if r.cost_note})
         if cost_lines:
             out += ["Cost (server core-seconds, energy): " + " | ".join(cost_lines), ""]
+        for t in (r.timeline for r in record.benchmarks if r.timeline is not None and r.timeline.lines):
+            out += [f"Workload of {t.name}:", ""] + [f"- {line}" for line in t.lines] + [""]
     else:
         out += [f"Not run ({_not_run_reason(record, 'benchmarks') or 'no benchmark records'}).",
                 ""]

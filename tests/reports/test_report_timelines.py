@@ -55,6 +55,9 @@ def test_timeline_puts_requests_and_server_state_on_one_axis(make_run):
     assert state_svg.count("<circle") == 12                  # TTFT and end-to-end of every request
     assert 'data-plot="trace-rate"' in html and "offered (trace)" in html
     assert "Benchmark points over time" in html
+    from reports.markdown import render_markdown
+    md = render_markdown(record)
+    assert "Workload of point_trace_isl-64_osl-4_con-6_n-6:" in md and "the client kept up" in md
 
 
 def test_report_roundtrip_keeps_the_timeline(make_run, tmp_path):
