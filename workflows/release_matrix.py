@@ -203,6 +203,8 @@ def run_tier(tier: Tier, specs: list[ModelSpec], workflow_args: dict[str, str], 
         cmd = entry_command(spec, tier, workflow_args, result.run_dir, compare_to)
         say(f"{label}: {' '.join(cmd[1:])}")
         result.exit_code, interrupted = _run_entry(cmd, say)
+        if interrupted:
+            result.not_run = f"interrupted (Ctrl-C) while it ran; its partial run is in {result.run_dir}"
         say(f"{label}: exit {result.exit_code}; run directory {result.run_dir}")
     return results, interrupted
 

@@ -50,7 +50,7 @@ def _figures(record: ReportRecord) -> str:
     out = []
     if record.benchmarks:
         b = record.benchmarks[0]
-        out.append(f"{b.key}: TTFT {b.mean_ttft_ms or 0:.1f} ms, {b.tput_user or 0:.1f} t/s/u")
+        out.append(f"{b.key}: TTFT {_num(b.mean_ttft_ms)} ms, {_num(b.tput_user)} t/s/u")
     if record.media:
         m = next((m for m in record.media if m.ran), None)
         if m is not None:
@@ -60,6 +60,10 @@ def _figures(record: ReportRecord) -> str:
         e = record.evals[0]
         out.append(f"{e.task} {e.value:.3f}" if e.value is not None else f"{e.task} {e.status}")
     return "; ".join(out) or "no figures"
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
 
 
 def _comparison(record: ReportRecord) -> str:
