@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from contracts.model_spec import ModelSpec
 from stress_tests.args import StressArgs
 
 ISL_FRACTIONS = (1.0, 0.75, 0.5, 0.25, 0.1)
@@ -60,9 +61,9 @@ def enforce_context_limit(isl: int, osl: int, max_context: int) -> tuple[int, in
     return new_isl, max_context - new_isl, True
 
 
-def _spec_limits(spec: dict) -> tuple[int, int]:
-    dms = spec.get("device_model_spec") or {}
-    return int(dms.get("max_context") or 8192), int(dms.get("max_concurrency") or 1)
+def _spec_limits(spec: ModelSpec) -> tuple[int, int]:
+    dms = spec.device_model_spec
+    return int(dms.max_context or 8192), int(dms.max_concurrency or 1)
 
 
 def _point(isl: int, osl: int, con: int, n: int, mode: str, usable: int, duration: float | None = None) -> StressPoint:
@@ -75,7 +76,7 @@ def _isl_tokens(value: float, max_context: int) -> int:
     return max(1, round(value * max_context)) if value <= 1.0 else int(value)
 
 
-def expand(args: StressArgs, spec: dict) -> list[StressPoint]:
+def expand(args: StressArgs, spec: ModelSpec) -> list[StressPoint]:
     """Every load point of the run's load modes (capacity search plans its own levels)."""
     spec_context, spec_con = _spec_limits(spec)
     max_context = args.max_context or spec_context

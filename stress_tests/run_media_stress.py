@@ -30,9 +30,7 @@ shown as inconclusive, for the release verdict to weigh), 1 when a record failed
 """
 from __future__ import annotations
 
-import json
 import math
-import signal
 import statistics
 import sys
 import time
@@ -46,11 +44,12 @@ from contracts.client_main import ClientInvocation  # noqa: E402
 from contracts.model_spec import ModelSpec  # noqa: E402
 from stress_tests.args import Slo, StressArgError, StressArgs, parse_stress_args  # noqa: E402
 from stress_tests.run_stress_tests import (  # noqa: E402
-    _SIGNALS, _finish_stress, _interrupt, _log, _now, interrupted, search_into_record)
+    Budget, _finish_stress, _log, _now, interrupted, run_all, search_into_record, watch_signals, write_requests)
 
 UNLOADED_SLO_FACTOR = 4.0
 CALIBRATION_REQUESTS = 3
-SECONDS_PER_RATE_LEVEL = {"smoke": 10.0, "ci": 20.0, "full": 60.0}
+SECONDS_PER_RATE_LEVEL = {"smoke": 5.0, "ci": 20.0, "full": 60.0}
+MIN_REQUESTS_PER_RATE_LEVEL = {"smoke": 4, "ci": 8, "full": 16}
 REQUESTS_PER_SLOT = {"smoke": 2, "ci": 4, "full": 8}
 RATE_RESOLUTION = {"smoke": 0.25, "ci": 0.1, "full": 0.05}  # bisection stops at this bracket width / its top
 
@@ -107,7 +106,7 @@ def media_slos(args: StressArgs, raw: dict) -> list[Slo]:
     return [Slo("e2el", s.percentile, s.limit_ms) for s in args.slos]
 
 
-class MediaContext:
+class MediaContext(Budget):
     """The client run (server, kind, model, requests), the stress arguments and the time budget."""
 
     def __init__(self, run, args: StressArgs, raw: dict) -> None:
@@ -115,14 +114,8 @@ class MediaContext:
         self.run, self.args, self.raw = run, args, raw
         self.out_dir = run.out_dir("stress_tests")
         self.params = spec_params(run.spec)
-        self.deadline = time.monotonic() + args.budget_s if args.budget_s else None
+        super().__init__(args.budget_s)
         self.outputs: list[str] = []
-
-    def remaining(self) -> float | None:
-        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-
-    def out_of_time(self) -> bool:
-        return interrupted() or (self.deadline is not None and time.monotonic() >= self.deadline)
 
     def workload(self):
         from media_clients.workloads import workload_for
@@ -135,11 +128,7 @@ class MediaContext:
                            budget_s=self.remaining(), should_stop=interrupted)
 
     def write_requests(self, stem: str, records) -> str:
-        path = self.out_dir / f"{stem}.requests.jsonl"
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
-        tmp.replace(path)
-        return path.relative_to(self.run.run_dir).as_posix()
+        return write_requests(self.out_dir, self.run.run_dir, stem, records)
 
 
 def run_media_points(ctx: MediaContext, points: list[MediaStressPoint], memory):
@@ -239,7 +228,8 @@ def run_media_capacity(ctx: MediaContext):
             load = Load(int(level), n)
             detector = SaturationDetector(closed_loop=True) if a.saturation else None
         else:
-            n = a.requests_per_level or max(8, math.ceil(level * SECONDS_PER_RATE_LEVEL[a.size]))
+            n = a.requests_per_level or max(MIN_REQUESTS_PER_RATE_LEVEL[a.size],
+                                            math.ceil(level * SECONDS_PER_RATE_LEVEL[a.size]))
             load = Load(max(4 * spec_con, 16), n, request_rate=level)
             detector = SaturationDetector() if a.saturation else None
         _log(f"capacity: {metric} {level:g}: {n} requests")
@@ -272,6 +262,7 @@ def _run(invocation: ClientInvocation) -> int:
     from stress_tests.memory import pick_source
 
     run = media_run(invocation)
+    watch_signals(invocation.stop)
     try:
         raw = dict(run.workflow_args)
         args = parse_stress_args(raw)
@@ -286,29 +277,9 @@ def _run(invocation: ClientInvocation) -> int:
     _log(f"{run.kind} model {run.served_model_name} at {run.http.base_url}; size {args.size}; modes "
          f"{','.join(args.run_modes)}; {len(points)} load point(s); memory from {memory.kind}; budget "
          f"{'none' if args.budget_s is None else f'{args.budget_s:.0f} s'}")
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _interrupt)
     warm = ctx.workload().send(run.http, run.served_model_name, 0)  # unmeasured: first-request costs stay out
     _log(f"warm-up request: {'ok' if warm.ok else warm.error} ({warm.answer.elapsed_s:.2f} s)")
-    failed = False
-    try:
-        if points:
-            stress = run_media_points(ctx, points, memory)
-            ctx.outputs.append("stress_tests/stress_record.json")
-            failed |= stress.status == "failed"
-        if "capacity" in args.run_modes and not interrupted():
-            cap = run_media_capacity(ctx)
-            cap.write(ctx.out_dir / "capacity_record.json")
-            ctx.outputs.append("stress_tests/capacity_record.json")
-            _log(f"capacity: {cap.status}: {cap.detail}")
-            failed |= not cap.passed
-    finally:
-        (ctx.out_dir / "outputs.json").write_text(json.dumps({"outputs": ctx.outputs}, indent=1) + "\n")
-    if interrupted():
-        _log(f"interrupted by {signal.Signals(_SIGNALS[0]).name}: the records keep what was measured")
-        return 128 + _SIGNALS[0]
-    _log("FAILED: see the records above" if failed else "PASSED (inconclusive checks, if any, are named above)")
-    return 1 if failed else 0
+    return run_all(invocation, ctx, points, memory, run_media_points, run_media_capacity)
 
 
 if __name__ == "__main__":

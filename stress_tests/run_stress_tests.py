@@ -17,7 +17,6 @@ import datetime as dt
 import json
 import math
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from contracts.client_main import BadInput, ClientInvocation, StopSignals, run_client  # noqa: E402
+from contracts.model_spec import ModelSpec  # noqa: E402
 from stress_tests.args import WORKFLOW_ARG_KEYS, StressArgError, StressArgs, parse_stress_args  # noqa: E402
 
 __all__ = ["WORKFLOW_ARG_KEYS", "main"]
@@ -34,17 +35,19 @@ DEFAULT_SLO_TIER = "functional"
 POOL_SIZE = 32
 
 
-# Signals received: the handler only records them; the loads poll it and wind down, so the event
-# loop is never unwound by an exception from inside a callback and the records stay whole.
-_SIGNALS: list[int] = []
+# Signals of the running invocation (contracts.client_main.StopSignals): the handler only records
+# them; the loads poll ``interrupted()`` and wind down, so the event loop is never unwound by an
+# exception from inside a callback and the records stay whole.
+_STOP: list[StopSignals] = []
 
 
-def _interrupt(signum: int, _frame) -> None:
-    _SIGNALS.append(signum)
+def watch_signals(stop: StopSignals) -> None:
+    """Make ``interrupted()`` follow this invocation's signals."""
+    _STOP[:] = [stop]
 
 
 def interrupted() -> bool:
-    return bool(_SIGNALS)
+    return bool(_STOP) and _STOP[0].requested
 
 
 def _log(msg: str) -> None:
@@ -55,21 +58,11 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-class Context:
-    """The server, the client settings and the run's time budget."""
+class Budget:
+    """The workflow's time budget (``budget_s``) and the stop signal, shared by the LLM and media runs."""
 
-    def __init__(self, run_dir: str, spec: dict, args: StressArgs, base_url: str):
-        self.run_dir = Path(run_dir)
-        self.out_dir = self.run_dir / "stress_tests"
-        self.spec, self.args = spec, args
-        self.base_url = base_url.rstrip("/")
-        self.api_key = os.environ.get("OPENAI_API_KEY") or None
-        self.model = (os.environ.get("TT_SERVED_MODEL_NAME") or spec.get("served_model_name")
-                      or spec.get("hf_model_repo") or "")
-        self.tokenizer_dir = os.environ.get("TT_TOKENIZER_DIR") or None
-        self.tokenizer = None
-        self.deadline = time.monotonic() + args.budget_s if args.budget_s else None
-        self.outputs: list[str] = []
+    def __init__(self, budget_s: float | None) -> None:
+        self.deadline = time.monotonic() + budget_s if budget_s else None
 
     def remaining(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
@@ -77,6 +70,32 @@ class Context:
     def out_of_time(self) -> bool:
         """The budget ran out, or a signal asked us to stop."""
         return interrupted() or (self.deadline is not None and time.monotonic() >= self.deadline)
+
+
+def write_requests(out_dir: Path, run_dir: Path, stem: str, records) -> str:
+    """``<out_dir>/<stem>.requests.jsonl``, one request a line, replaced atomically; its path relative to the run."""
+    path = out_dir / f"{stem}.requests.jsonl"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
+    tmp.replace(path)
+    return path.relative_to(run_dir).as_posix()
+
+
+class Context(Budget):
+    """The server, the client settings and the run's time budget."""
+
+    def __init__(self, invocation: ClientInvocation, args: StressArgs):
+        self.invocation = invocation
+        self.run_dir = invocation.run_dir
+        self.out_dir = invocation.out_dir
+        self.spec, self.args = invocation.spec, args
+        self.base_url = invocation.server_url
+        self.api_key = invocation.api_key
+        self.model = invocation.served_model_name
+        self.tokenizer_dir = os.environ.get("TT_TOKENIZER_DIR") or None
+        self.tokenizer = None
+        super().__init__(args.budget_s)
+        self.outputs: list[str] = []
 
     def client_config(self):
         from benchmarking.client import ClientConfig
@@ -96,11 +115,7 @@ class Context:
 
 
 def _write_requests(ctx: Context, stem: str, records) -> str:
-    path = ctx.out_dir / f"{stem}.requests.jsonl"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
-    tmp.replace(path)
-    return ctx.rel(path)
+    return write_requests(ctx.out_dir, ctx.run_dir, stem, records)
 
 
 # ---------------------------------------------------------------------------------------- load points
@@ -113,7 +128,7 @@ def run_points(ctx: Context, points, memory) -> "StressRecord":  # noqa: F821
     from records.stress import StressRecord
     from stress_tests.saturation import SaturationDetector
 
-    record = StressRecord(model_id=str(ctx.spec.get("model_id") or ""), server_url=ctx.base_url,
+    record = StressRecord(model_id=ctx.spec.model_id, server_url=ctx.base_url,
                           size=ctx.args.size, run_modes=[m for m in ctx.args.run_modes if m != "capacity"],
                           started=_now())
     t0 = time.monotonic()
@@ -173,26 +188,25 @@ def _finish_stress(record, duration: float) -> None:
 # ---------------------------------------------------------------------------------------- capacity
 
 
-def default_slos(spec: dict):
+def default_slos(spec: ModelSpec):
     """SLOs from the spec's highest-concurrency perf reference at the functional tier, and its target.
 
     Returns (slos, source, target concurrency, isl, osl) or Nones when the spec has no such target.
     """
     from stress_tests.args import Slo
-    refs = [r for r in (spec.get("device_model_spec") or {}).get("perf_reference") or []
-            if (r.get("task_type") or "text") == "text"]
+    refs = [r for r in spec.device_model_spec.perf_reference if (r.task_type or "text") == "text"]
     tier = DEFAULT_SLO_TIER
-    for ref in sorted(refs, key=lambda r: -int(r.get("max_concurrency") or 0)):
-        t = (ref.get("targets") or {}).get(tier) or {}
+    for ref in sorted(refs, key=lambda r: -int(r.max_concurrency or 0)):
+        t = ref.targets.get(tier)
         slos = []
-        if t.get("ttft_ms"):
-            slos.append(Slo("ttft", 99, float(t["ttft_ms"])))
-        if t.get("tput_user"):
-            slos.append(Slo("tpot", 99, round(1000.0 / float(t["tput_user"]), 3)))
+        if t is not None and t.ttft_ms:
+            slos.append(Slo("ttft", 99, float(t.ttft_ms)))
+        if t is not None and t.tput_user:
+            slos.append(Slo("tpot", 99, round(1000.0 / float(t.tput_user), 3)))
         if slos:
-            src = (f"the spec's {tier} tier at isl={ref['isl']} osl={ref['osl']} con={ref['max_concurrency']} "
+            src = (f"the spec's {tier} tier at isl={ref.isl} osl={ref.osl} con={ref.max_concurrency} "
                    f"(ttft_ms -> ttft_p99, 1000/tput_user -> tpot_p99)")
-            return slos, src, float(ref["max_concurrency"]), int(ref["isl"]), int(ref["osl"])
+            return slos, src, float(ref.max_concurrency), int(ref.isl), int(ref.osl)
     return None, None, None, None, None
 
 
@@ -205,7 +219,7 @@ def run_capacity(ctx: Context) -> "CapacityRecord":  # noqa: F821
     a, spec = ctx.args, ctx.spec
     spec_slos, spec_src, spec_target, ref_isl, ref_osl = default_slos(spec)
     slos = a.slos or spec_slos
-    record = CapacityRecord(model_id=str(spec.get("model_id") or ""), metric=a.capacity_metric,
+    record = CapacityRecord(model_id=spec.model_id, metric=a.capacity_metric,
                             goodput_goal=a.goodput)
     if not slos:
         record.status, record.passed = "failed", False
@@ -219,7 +233,7 @@ def run_capacity(ctx: Context) -> "CapacityRecord":  # noqa: F821
         record.target, record.target_source = spec_target, spec_src
     record.isl = a.input_size or ref_isl or 128
     record.osl = a.output_size or ref_osl or 32
-    spec_con = int((spec.get("device_model_spec") or {}).get("max_concurrency") or 1)
+    spec_con = int(spec.device_model_spec.max_concurrency or 1)
     integer = a.capacity_metric == "concurrency"
     if integer:
         record.start, record.resolution = int(a.capacity_start or 1), 1
@@ -320,60 +334,60 @@ def search_into_record(record, measure, slos, a: StressArgs, integer: bool, out_
 
 
 def main(argv: list[str] | None = None) -> int:
-    from contracts.workflow_args import client_workflow_parser
+    return run_client("stress_tests", "tt-inference-server stress_tests workflow", run, argv, server_required=True)
 
-    a = client_workflow_parser("tt-inference-server stress_tests workflow", server_required=True).parse_args(argv)
+
+def run(invocation: ClientInvocation) -> int:
+    watch_signals(invocation.stop)
     try:
-        spec = json.loads(Path(a.model_spec_json).read_text())
-        raw = json.loads(a.workflow_args_json or "{}")
-        if not isinstance(raw, dict):
-            raise StressArgError("--workflow-args-json must be a JSON object")
-        args = parse_stress_args(raw)
-        if not a.server_url:
+        args = parse_stress_args(invocation.workflow_args)
+        if not invocation.server_url:
             raise StressArgError("--server-url is empty: stress tests need a live server")
         from stress_tests.plan import expand
-        points = expand(args, spec)
-    except (OSError, ValueError) as exc:
-        print(f"ERROR: {exc}", file=sys.stderr, flush=True)
-        return 2
-    ctx = Context(a.run_dir, spec, args, a.server_url)
-    ctx.out_dir.mkdir(parents=True, exist_ok=True)
+        points = expand(args, invocation.spec)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    ctx = Context(invocation, args)
     from benchmarking.prompts import load_tokenizer
     from stress_tests.memory import pick_source
     try:
         ctx.tokenizer, note = load_tokenizer(ctx.tokenizer_dir, ctx.base_url, ctx.model, ctx.api_key)
     except Exception as exc:  # noqa: BLE001 - a bad tokenizer dir is bad input
-        print(f"ERROR: cannot load tokenizer from TT_TOKENIZER_DIR={ctx.tokenizer_dir}: {exc}", file=sys.stderr)
-        return 2
+        raise BadInput(f"cannot load tokenizer from TT_TOKENIZER_DIR={ctx.tokenizer_dir}: {exc}") from None
     if note:
         _log(f"NOTE: {note}; prompt lengths are unverified")
     if args.ignored_keys:
         _log(f"ignoring workflow args of other workflows: {', '.join(args.ignored_keys)}")
-    memory = pick_source(a.run_dir, ctx.base_url, ctx.api_key, args.server_container)
+    memory = pick_source(str(ctx.run_dir), ctx.base_url, ctx.api_key, args.server_container)
     _log(f"model {ctx.model} at {ctx.base_url}; size {args.size}; modes {','.join(args.run_modes)}; "
          f"{len(points)} load point(s); memory from {memory.kind}; budget "
          f"{'none' if args.budget_s is None else f'{args.budget_s:.0f} s'}")
-    passed = True
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _interrupt)
+    return run_all(invocation, ctx, points, memory, run_points, run_capacity)
+
+
+def run_all(invocation, ctx, points, memory, measure_points, measure_capacity) -> int:
+    """The load points, then the capacity search (LLM and media alike): the records and outputs.json are
+    written whatever happens; exit 1 when a record failed (an inconclusive one is shown, for the release
+    verdict to weigh), 128+N on signal N."""
+    failed = False
     try:
         if points:
-            stress = run_points(ctx, points, memory)
+            stress = measure_points(ctx, points, memory)
             ctx.outputs.append("stress_tests/stress_record.json")
-            passed &= stress.passed is not False  # inconclusive: shown, for the release verdict to weigh
-        if "capacity" in args.run_modes and not interrupted():
-            cap = run_capacity(ctx)
+            failed |= stress.passed is False
+        if "capacity" in ctx.args.run_modes and not interrupted():
+            cap = measure_capacity(ctx)
             cap.write(ctx.out_dir / "capacity_record.json")
             ctx.outputs.append("stress_tests/capacity_record.json")
             _log(f"capacity: {cap.status}: {cap.detail}")
-            passed &= cap.passed
+            failed |= not cap.passed
     finally:
-        (ctx.out_dir / "outputs.json").write_text(json.dumps({"outputs": ctx.outputs}, indent=1) + "\n")
+        invocation.write_outputs(ctx.outputs)
     if interrupted():
-        _log(f"interrupted by {signal.Signals(_SIGNALS[0]).name}: the records keep what was measured")
-        return 128 + _SIGNALS[0]
-    _log("PASSED" if passed else "FAILED: see the records above")
-    return 0 if passed else 1
+        _log(f"interrupted by {invocation.stop.name}: the records keep what was measured")
+        return invocation.stop.exit_code
+    _log("FAILED: see the records above" if failed else "PASSED (inconclusive checks, if any, are named above)")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
-"""Wait until a server can really answer.
+"""Wait until a server can really answer: one loop over a list of probes.
 
-Why three stages: ``/health`` answers as soon as the HTTP layer is up; ``/v1/models`` proves the
-model is registered; but vLLM's CPU build can pass both and die on the first request (an
-unsupported attention config only fails at the first forward pass). Only a real 1-token completion
-proves the server can serve. Connection refused and connection reset (docker-proxy accepts and then
-resets while the app in the container is not listening yet) both mean "not yet".
+Why stages: ``/health`` answers as soon as the HTTP layer is up; ``/v1/models`` proves the model is
+registered; but vLLM's CPU build can pass both and die on the first request (an unsupported
+attention config only fails at the first forward pass). Only a real request proves the server can
+serve: a 1-token completion for an LLM server (``llm_probes``), one item of the model's kind for a
+media server (``workflows.media_readiness``). Connection refused and connection reset (docker-proxy
+accepts and then resets while the app in the container is not listening yet) both mean "not yet".
 
-Every wait has a deadline; when it passes, one line names the URL, the stage it was stuck in, the
-last thing the server said and how long it has been silent.
+``wait_for`` is the one loop: probes run in order, each until it passes; the server's death is
+noticed at once, 401/403 is final (``AuthRejected``), and when the deadline passes one line names
+the URL, the stage it was stuck in, the last thing the server said and how long it has been silent.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from workflows.servers.probe import AuthRejected, check_auth
 # Transient: the server is not up yet (or restarting its HTTP layer).
 _NOT_YET = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
 
-__all__ = ["AuthRejected", "ReadinessTimeout", "ReadyInfo", "wait_until_ready"]
+__all__ = ["AuthRejected", "Probe", "ProbeResult", "ReadinessTimeout", "ReadyInfo", "llm_probes", "models_probe",
+           "wait_for", "wait_until_ready"]
 
 
 class ReadinessTimeout(ServerStartError):
@@ -40,6 +43,26 @@ class ReadyInfo:
 
 
 @dataclass
+class ProbeResult:
+    """One attempt of a probe: whether it passed, what the server said, and whether it answered at all."""
+
+    passed: bool
+    note: str
+    answered: bool = True  # an HTTP answer of any kind came back (silence is measured from the last one)
+    models: list[str] | None = None  # the served model list, for the probe that reads it
+
+
+@dataclass
+class Probe:
+    """A named stage of readiness. ``check(per_request_s)`` returns a ProbeResult; it raises
+    ServerStartError (AuthRejected included) for an answer that waiting will not change."""
+
+    name: str
+    check: Callable[[float], ProbeResult]
+    cap_s: float = 30.0  # longest single request of this probe (a first image may take minutes)
+
+
+@dataclass
 class _Progress:
     """What the wait has seen so far: the basis of the one-line timeout message."""
 
@@ -47,11 +70,10 @@ class _Progress:
     last_note: str = ""
     last_answer_at: float | None = None  # monotonic time of the last HTTP answer of any kind
 
-    def answered(self, note: str) -> None:
-        self.last_note, self.last_answer_at = note, time.monotonic()
-
-    def silent(self, note: str) -> None:
-        self.last_note = note
+    def saw(self, result: ProbeResult) -> None:
+        self.last_note = result.note
+        if result.answered:
+            self.last_answer_at = time.monotonic()
 
     def silence(self) -> str:
         if self.last_answer_at is None:
@@ -59,15 +81,11 @@ class _Progress:
         return f"last HTTP answer {time.monotonic() - self.last_answer_at:.0f} s ago"
 
 
-def _stage_name(stages: dict[str, float]) -> str:
-    return next(s for s in ("health", "models", "completion") if s not in stages)
+def wait_for(handle: ServerHandle, probes: list[Probe], *, timeout_s: float, poll_interval_s: float = 1.0,
+             what: str = "server", progress: Callable[[str], None] | None = None) -> ReadyInfo:
+    """Run ``probes`` in order, each until it passes; ReadyInfo when the last one passed.
 
-
-def wait_until_ready(handle: ServerHandle, *, bearer: str | None, timeout_s: float, poll_interval_s: float = 1.0,
-                     progress: Callable[[str], None] | None = None) -> ReadyInfo:
-    """Poll health -> models -> one real completion until all pass.
-
-    Raises ServerDied (exit code + last 40 log lines) as soon as the process/container exits,
+    Raises ServerDied (exit code + last log lines) as soon as the process/container exits,
     AuthRejected on 401/403, ReadinessTimeout after ``timeout_s``.
     """
     base = handle.base_url
@@ -76,52 +94,81 @@ def wait_until_ready(handle: ServerHandle, *, bearer: str | None, timeout_s: flo
     stages: dict[str, float] = {}
     models: list[str] = []
     next_progress = start
-
-    while True:
+    pending = list(probes)
+    while pending:
         if not handle.is_alive():
-            raise handle.died(f"the {handle.kind} server")
-        now = time.monotonic()
-        if now - start > timeout_s:
+            raise handle.died(f"the {handle.kind} {what}")
+        elapsed = time.monotonic() - start
+        if elapsed > timeout_s:
             raise ReadinessTimeout(
-                f"wait_ready: {base} not ready after {timeout_s:g} s (stage {_stage_name(stages)}: "
+                f"wait_ready: {base} not ready after {timeout_s:g} s (stage {pending[0].name}: "
                 f"{seen.last_note or 'no answer'}; {seen.silence()}); log: {handle.log_path}")
-        per_request = max(1.0, min(30.0, timeout_s - (now - start)))
+        per_request = max(1.0, min(pending[0].cap_s, timeout_s - elapsed))
         try:
-            if "health" not in stages:
-                resp = requests.get(f"{base}/health", headers=bearer_headers(bearer), timeout=per_request)
-                seen.answered(f"/health HTTP {resp.status_code}")
-                if resp.status_code == 200:
-                    stages["health"] = time.monotonic() - start
-                    continue
-            elif "models" not in stages:
-                url = f"{base}/v1/models"
-                resp = requests.get(url, headers=bearer_headers(bearer), timeout=per_request)
-                seen.answered(f"/v1/models HTTP {resp.status_code}")
-                check_auth(resp.status_code, url, bearer)
-                if resp.status_code == 200:
-                    models = [m.get("id") for m in resp.json().get("data", [])]
-                    if handle.served_model_name not in models:
-                        raise ServerStartError(f"the server at {base} serves {models}, "
-                                               f"not {handle.served_model_name!r}")
-                    stages["models"] = time.monotonic() - start
-                    continue
-            else:
-                answer = one_token(base, handle.served_model_name, bearer, per_request)
-                if answer.status is None:
-                    seen.silent(f"1-token completion: {answer.text}")
-                else:
-                    seen.answered(f"1-token completion HTTP {answer.status}: {answer.text[:200]}")
-                    check_auth(answer.status, answer.url, bearer)
-                if answer.ok:
-                    stages["completion"] = time.monotonic() - start
-                    return ReadyInfo(elapsed_s=stages["completion"], models=models, stages_s=stages)
+            result = pending[0].check(per_request)
         except requests.ConnectionError:
-            seen.silent("not accepting connections yet (refused/reset)")
+            result = ProbeResult(False, "not accepting connections yet (refused/reset)", answered=False)
         except _NOT_YET as exc:
-            seen.silent(f"{type(exc).__name__}")
+            result = ProbeResult(False, type(exc).__name__, answered=False)
         except ValueError:
-            seen.answered("non-JSON answer")
+            result = ProbeResult(False, "non-JSON answer")
+        seen.saw(result)
+        if result.models is not None:
+            models = result.models
+        if result.passed:
+            stages[pending.pop(0).name] = time.monotonic() - start
+            continue
         if progress and time.monotonic() >= next_progress:
             progress(f"waiting for {base} ({time.monotonic() - start:.0f}s; {seen.last_note or 'starting'})")
             next_progress = time.monotonic() + 10.0
         time.sleep(poll_interval_s)
+    return ReadyInfo(elapsed_s=time.monotonic() - start, models=models, stages_s=stages)
+
+
+def health_probe(base: str, bearer: str | None, path: str = "/health") -> Probe:
+    def check(per_request_s: float) -> ProbeResult:
+        resp = requests.get(f"{base}{path}", headers=bearer_headers(bearer), timeout=per_request_s)
+        return ProbeResult(resp.status_code == 200, f"{path} HTTP {resp.status_code}")
+
+    return Probe("health", check)
+
+
+def models_probe(base: str, bearer: str | None, served_model_name: str, what: str = "server") -> Probe:
+    """``/v1/models`` answers and lists the served name (a different list is final: wrong server)."""
+
+    def check(per_request_s: float) -> ProbeResult:
+        url = f"{base}/v1/models"
+        resp = requests.get(url, headers=bearer_headers(bearer), timeout=per_request_s)
+        check_auth(resp.status_code, url, bearer)
+        if resp.status_code != 200:
+            return ProbeResult(False, f"/v1/models HTTP {resp.status_code}")
+        models = [m.get("id") for m in resp.json().get("data", [])]
+        if served_model_name not in models:
+            raise ServerStartError(f"the {what} at {base} serves {models}, not {served_model_name!r}")
+        return ProbeResult(True, "/v1/models HTTP 200", models=models)
+
+    return Probe("models", check)
+
+
+def completion_probe(base: str, bearer: str | None, served_model_name: str) -> Probe:
+    def check(per_request_s: float) -> ProbeResult:
+        answer = one_token(base, served_model_name, bearer, per_request_s)
+        if answer.status is None:
+            return ProbeResult(False, f"1-token completion: {answer.text}", answered=False)
+        check_auth(answer.status, answer.url, bearer)
+        return ProbeResult(answer.ok, f"1-token completion HTTP {answer.status}: {answer.text[:200]}")
+
+    return Probe("completion", check)
+
+
+def llm_probes(handle: ServerHandle, bearer: str | None) -> list[Probe]:
+    """An OpenAI-compatible LLM server: health, the model listed, one real 1-token completion."""
+    return [health_probe(handle.base_url, bearer), models_probe(handle.base_url, bearer, handle.served_model_name),
+            completion_probe(handle.base_url, bearer, handle.served_model_name)]
+
+
+def wait_until_ready(handle: ServerHandle, *, bearer: str | None, timeout_s: float, poll_interval_s: float = 1.0,
+                     progress: Callable[[str], None] | None = None) -> ReadyInfo:
+    """Poll health -> models -> one real completion until all pass (``wait_for``'s rules)."""
+    return wait_for(handle, llm_probes(handle, bearer), timeout_s=timeout_s, poll_interval_s=poll_interval_s,
+                    progress=progress)

@@ -11,8 +11,9 @@ from stress_tests.args import Slo, StressArgError, parse_slos, parse_stress_args
 from stress_tests.capacity import LevelSamples, request_is_good, search_capacity, wilson_interval
 from stress_tests.plan import CONTEXT_RESERVE, enforce_context_limit, expand
 from stress_tests.saturation import SaturationDetector, fit_slope
+from tests.helpers import model_spec
 
-SPEC = {"device_model_spec": {"max_context": 2048, "max_concurrency": 4}}
+SPEC = model_spec(device_model_spec={"max_context": 2048, "max_concurrency": 4})
 
 
 # ------------------------------------------------------------------------------ context limit

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from records.stress import CapacityRecord, StressRecord
+from tests.helpers import model_spec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,9 +41,9 @@ def stub():
 def run_stress(run_dir: Path, url: str, args: dict, *, spec: dict | None = None, api_key: str | None = None,
                tokenizer_dir: str = "", model: str = "stub-model", timeout: int = 300) -> subprocess.CompletedProcess:
     run_dir.mkdir(parents=True, exist_ok=True)
-    spec = spec or {"model_id": "stub", "served_model_name": model, "status": "COMPLETE",
-                    "device_model_spec": {"max_context": 2048, "max_concurrency": 4}}
-    (run_dir / "spec.json").write_text(json.dumps(spec))
+    spec = spec or model_spec(model_id="stub", served_model_name=model, status="COMPLETE",
+                              device_model_spec={"max_context": 2048, "max_concurrency": 4, "perf_reference": []})
+    spec.write(run_dir / "spec.json")
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "TT_SERVER_CONTAINER")}
     env.update(PYTHONPATH=str(REPO), TT_SERVED_MODEL_NAME=model, TT_TOKENIZER_DIR=tokenizer_dir)
     if api_key:
@@ -100,10 +101,10 @@ def test_failures_are_counted_and_judged(stub, tmp_path):
 def test_capacity_below_spec_target_fails(stub, tmp_path):
     """No slo= given: the spec's functional targets become the SLOs and its concurrency the target."""
     url, _ = stub("--ttft-ms", "300", "--itl-ms", "2")
-    spec = {"model_id": "stub", "served_model_name": "stub-model", "status": "COMPLETE",
-            "device_model_spec": {"max_context": 2048, "max_concurrency": 2, "perf_reference": [
-                {"isl": 16, "osl": 4, "max_concurrency": 2, "num_prompts": 4,
-                 "targets": {"functional": {"ttft_ms": 100.0, "tput_user": 1.0}}}]}}
+    spec = model_spec(model_id="stub", served_model_name="stub-model", status="COMPLETE", device_model_spec={
+        "max_context": 2048, "max_concurrency": 2, "perf_reference": [
+            {"isl": 16, "osl": 4, "max_concurrency": 2, "num_prompts": 4,
+             "targets": {"functional": {"ttft_ms": 100.0, "tput_user": 1.0}}}]})
     proc = run_stress(tmp_path, url, {"mode": "smoke", "run_mode": "capacity", "requests_per_level": "2"}, spec=spec)
     assert proc.returncode == 1, proc.stdout[-2000:]
     cap = CapacityRecord.read(tmp_path / "stress_tests" / "capacity_record.json")
@@ -115,21 +116,27 @@ def test_capacity_below_spec_target_fails(stub, tmp_path):
 @pytest.mark.parametrize("args", [{"run_mode": "nope"}, {"slo": "ttft_p99"}, {"capacity_metric": "speed"}])
 def test_bad_input_exit_2(tmp_path, args):
     proc = run_stress(tmp_path, "http://127.0.0.1:9", args)
-    assert proc.returncode == 2 and "ERROR" in proc.stderr
+    assert proc.returncode == 2 and "stress_tests: error: " in proc.stderr
 
 
 @pytest.mark.integration
 @pytest.mark.slow
 def test_smoke_on_the_real_cpu_server(real_cpu_server, tmp_path):
-    """A tiny load point and a two-level capacity search against vLLM's CPU build (auth enforced)."""
+    """A tiny load point, a short endurance run (the vLLM engine's CI endurance run: drift judged, the
+    server's memory from its /metrics) and a two-level capacity search against vLLM's CPU build."""
     proc = run_stress(tmp_path, real_cpu_server.base_url,
-                      {"mode": "smoke", "run_mode": "single,capacity", "input_size": "32", "output_size": "8",
+                      {"mode": "smoke", "run_mode": "single,endurance,capacity", "input_size": "32",
+                       "output_size": "8", "endurance_s": "10", "window_s": "1",
                        "slo": "ttft_p99:60000,tpot_p99:5000", "capacity_max": "2", "requests_per_level": "2"},
                       api_key=real_cpu_server.api_key, tokenizer_dir=str(real_cpu_server.model_dir),
                       model=real_cpu_server.served_model_name, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    (point,) = StressRecord.read(tmp_path / "stress_tests" / "stress_record.json").points
+    point, endurance = StressRecord.read(tmp_path / "stress_tests" / "stress_record.json").points
     assert point.completed == 2 and point.error_rate == 0 and point.tpot_ms.count == 2
+    assert endurance.duration_s >= 10 and endurance.completed > 4 and endurance.error_rate == 0
+    assert endurance.drift.memory_source == "metrics" and endurance.drift.memory_samples >= 4
+    assert endurance.checks["memory_growth_pct"]["decision"] in ("pass", "inconclusive")
+    assert endurance.checks["latency_p99_drift_pct"]["decision"] in ("pass", "inconclusive")
     cap = CapacityRecord.read(tmp_path / "stress_tests" / "capacity_record.json")
     assert cap.capacity == 2 and [lv.level for lv in cap.levels] == [1, 2]
 
@@ -225,9 +232,9 @@ def test_sigterm_keeps_the_curve_measured_so_far(stub, tmp_path):
     import time
 
     url, _ = stub("--ttft-ms", "20", "--itl-ms", "5")
-    spec = {"model_id": "stub", "served_model_name": "stub-model",
-            "device_model_spec": {"max_context": 2048, "max_concurrency": 4}}
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    model_spec(model_id="stub", served_model_name="stub-model",
+               device_model_spec={"max_context": 2048, "max_concurrency": 4, "perf_reference": []}
+               ).write(tmp_path / "spec.json")
     env = dict(os.environ, PYTHONPATH=str(REPO), TT_SERVED_MODEL_NAME="stub-model", TT_TOKENIZER_DIR="")
     proc = subprocess.Popen([sys.executable, str(REPO / "stress_tests" / "run_stress_tests.py"), "--run-dir",
                              str(tmp_path), "--model-spec-json", str(tmp_path / "spec.json"), "--server-url", url,
