@@ -39,6 +39,19 @@ def source_text() -> str:
     return text
 
 
+def _paragraph_chunks(text: str, limit: int = 6000) -> list[str]:
+    """The text in pieces of at most about ``limit`` characters, cut at paragraph ends: a server's
+    /tokenize may refuse a text longer than the model's context."""
+    out, size = [[]], 0
+    for para in text.split("\n\n"):
+        if size + len(para) > limit and out[-1]:
+            out.append([])
+            size = 0
+        out[-1].append(para)
+        size += len(para) + 2
+    return ["\n\n".join(piece) + "\n\n" for piece in out if piece]
+
+
 class Corpus:
     """A token stream over the local text; ``window(offset, n)`` and block ids give exact-length ids."""
 
@@ -48,7 +61,8 @@ class Corpus:
         self.tok = tokenizer
         text = text if text is not None else source_text()
         self.words = text.split() if tokenizer is None else []
-        self.ids: list[int] = tokenizer.encode(text) if tokenizer is not None else []
+        self.ids: list[int] = [i for part in _paragraph_chunks(text) for i in tokenizer.encode(part)] \
+            if tokenizer is not None else []
         while self.ids and len(self.ids) < _MIN_STREAM_TOKENS:  # a short source repeats, never noise
             self.ids = self.ids + self.ids
 
