@@ -28,7 +28,7 @@ import urllib.request
 from benchmarking import vllm_tool
 from benchmarking.certify import errors_vs_stub, stat
 from contracts import REPO_ROOT
-from contracts.retry import GaveUp, NotYet, retry
+from contracts.retry import GaveUp, wait_http_ok
 
 
 def _free_port() -> int:
@@ -153,16 +153,13 @@ def real_server(a, out: str) -> dict:
                            stdout=log, stderr=subprocess.STDOUT, env=dict(_env(), VLLM_CPU_KVCACHE_SPACE="1"))
     try:
 
-        def healthy(_remaining_s: float) -> None:
+        def not_exited() -> None:
             if srv.poll() is not None:
                 raise RuntimeError(f"vLLM server exited ({srv.returncode}); see vllm_server.log")
-            try:
-                urllib.request.urlopen(url + "/health", timeout=2)
-            except Exception as exc:  # noqa: BLE001
-                raise NotYet(str(exc)) from None
 
         try:
-            retry(f"vLLM to answer {url}/health", healthy, deadline_s=300, delay_s=1)
+            wait_http_ok(f"vLLM to answer {url}/health", url + "/health", deadline_s=300, alive_check=not_exited,
+                         delay_s=1)
         except GaveUp as exc:
             raise RuntimeError(f"vLLM server did not start ({exc}); see vllm_server.log") from None
         spec = {"model_id": "smollm2-cpu", "hf_model_repo": "HuggingFaceTB/SmolLM2-135M-Instruct",

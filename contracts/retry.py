@@ -21,6 +21,8 @@ scripts), and contracts/ is imported by all of them as is, with the standard lib
 from __future__ import annotations
 
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -88,3 +90,32 @@ def retry(
             sleep(wait)
         delay = min(delay * backoff, max_delay_s)
     raise GaveUp(waiting_for, reason, made, clock() - started)
+
+
+def wait_http_ok(
+    waiting_for: str,
+    url: str,
+    *,
+    deadline_s: float,
+    alive_check: Callable[[], None] | None = None,
+    delay_s: float = 0.1,
+    request_timeout_s: float = 2.0,
+) -> None:
+    """GET ``url`` until it answers HTTP 200, through ``retry`` (a refused connection or another
+    status is "not yet"). ``alive_check()`` runs before every try and raises the caller's own error
+    once the process behind the URL has exited, so a dead server ends the wait at once."""
+
+    def answered(remaining_s: float) -> None:
+        if alive_check is not None:
+            alive_check()
+        try:
+            with urllib.request.urlopen(url, timeout=min(request_timeout_s, max(remaining_s, 0.1))) as resp:
+                status = resp.status
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+        except OSError as exc:
+            raise NotYet(str(getattr(exc, "reason", exc))) from None
+        if status != 200:
+            raise NotYet(f"HTTP {status}")
+
+    retry(waiting_for, answered, deadline_s=deadline_s, delay_s=delay_s)

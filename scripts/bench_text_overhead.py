@@ -35,7 +35,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # the repository: contracts/
 
-from contracts.retry import GaveUp, NotYet, retry  # noqa: E402
+from contracts.retry import GaveUp, wait_http_ok  # noqa: E402
 
 MEDIA_PYTHON = os.path.join(ROOT, ".workflow_venvs", "media-server", "bin", "python")
 API_KEY = "bench-text-overhead-key"
@@ -64,20 +64,13 @@ def _request(port: int, path: str, body: dict) -> bytes:
 
 
 def _wait_ready(port: int, process: subprocess.Popen, timeout: float = 120.0) -> None:
-    def healthy(_remaining_s: float) -> None:
+    def not_exited() -> None:
         if process.poll() is not None:
             raise SystemExit(f"media server exited with {process.returncode} before it was ready")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
-                sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                head = sock.recv(256)
-        except OSError as exc:
-            raise NotYet(str(exc)) from None
-        if b" 200 " not in head:
-            raise NotYet(head.split(b"\r\n", 1)[0].decode(errors="replace") or "empty answer")
 
     try:
-        retry(f"the media server to answer /health with 200 on port {port}", healthy, deadline_s=timeout)
+        wait_http_ok(f"the media server to answer /health with 200 on port {port}", f"http://127.0.0.1:{port}/health",
+                     deadline_s=timeout, alive_check=not_exited)
     except GaveUp as exc:
         raise SystemExit(str(exc)) from None
 

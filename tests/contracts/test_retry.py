@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.retry import GaveUp, NotYet, retry
+from contracts.retry import GaveUp, NotYet, retry, wait_http_ok
 
 
 class FakeClock:
@@ -61,3 +61,37 @@ def test_attempt_limit_and_errors_retrying_cannot_fix():
     with pytest.raises(ValueError, match="401"):
         retry("x", attempt, deadline_s=100, sleep=clock.sleep, clock=lambda: clock.now)
     assert len(calls) == 2
+
+
+def test_wait_http_ok_waits_through_other_statuses_and_stops_when_the_process_is_gone():
+    import http.server
+    import threading
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        """FAKE /health: 503 twice, then 200."""
+        answers = [503, 503]
+
+        def do_GET(self):  # noqa: N802
+            self.send_response(self.answers.pop(0) if self.answers else 200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/health"
+    try:
+        wait_http_ok("the fake to be healthy", url, deadline_s=10, delay_s=0.01)
+        assert Health.answers == []
+
+        def exited():
+            raise RuntimeError("server exited (1)")
+        with pytest.raises(RuntimeError, match="exited"):
+            wait_http_ok("the fake to be healthy", url, deadline_s=10, alive_check=exited)
+    finally:
+        server.shutdown()
+        server.server_close()
+    with pytest.raises(GaveUp, match="refused"):
+        wait_http_ok("nothing", url, deadline_s=0.3, delay_s=0.05)

@@ -41,7 +41,7 @@ SERVER_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SERVER_DIR))
 sys.path.insert(0, str(SERVER_DIR.parent))  # the repo root: contracts/
 
-from contracts.retry import GaveUp, NotYet, retry  # noqa: E402
+from contracts.retry import GaveUp, wait_http_ok  # noqa: E402
 
 MODEL = "all-MiniLM-L6-v2"
 
@@ -113,18 +113,13 @@ class Server:
                 stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout: float) -> None:
-        def healthy(_remaining_s: float) -> None:
+        def not_exited() -> None:
             if self.process.poll() is not None:
                 raise SystemExit(f"benchmark: the server exited ({self.process.returncode}); see {self.log_path}")
-            try:
-                status = httpx.get(self.url + "/health", timeout=2).status_code
-            except httpx.HTTPError as exc:
-                raise NotYet(str(exc)) from None
-            if status != 200:
-                raise NotYet(f"HTTP {status}")
 
         try:
-            retry(f"the server to answer {self.url}/health with 200", healthy, deadline_s=timeout, delay_s=0.5)
+            wait_http_ok(f"the server to answer {self.url}/health with 200", self.url + "/health", deadline_s=timeout,
+                         alive_check=not_exited, delay_s=0.5)
         except GaveUp as exc:
             self.stop()
             raise SystemExit(f"benchmark: {exc}; see {self.log_path}") from None
