@@ -75,3 +75,22 @@ def test_percentile_is_numpy_linear_and_none_for_no_values():
     assert percentile([1, 2, 3, 4], 99) == pytest.approx(3.97)
     assert percentile([10, 0, 20], 100) == 20
     assert percentile([10, 0, 20], 0) == 0
+
+
+def test_bootstrap_ratio_of_means_resamples_each_run_and_covers_the_true_ratio():
+    import random
+
+    from contracts.intervals import bootstrap_ratio_of_means
+
+    rng = random.Random(3)
+    covered = 0
+    for _ in range(40):
+        base = [rng.gauss(100, 10) for _ in range(30)]
+        slow = [rng.gauss(130, 13) for _ in range(30)]
+        ci = bootstrap_ratio_of_means(slow, base, iterations=400, seed=rng.randrange(10**6))
+        covered += ci.low <= 1.3 <= ci.high
+    assert covered >= 32  # about 95% of 40; a bug that pairs or pools the runs falls far below
+    same = [50.0, 52.0, 48.0, 51.0]
+    assert bootstrap_ratio_of_means(same, same) == bootstrap_ratio_of_means(same, same)  # seeded
+    with pytest.raises(ValueError):
+        bootstrap_ratio_of_means([], same)
