@@ -17,6 +17,9 @@ The first attempt is always made; a later one only while time is left, and it is
 
 Why not tenacity: it is not in every venv that retries (the orchestrator, the media clients, the
 scripts), and contracts/ is imported by all of them as is, with the standard library only.
+The media server's benchmarks and tests import it from the repository root too; the server package
+itself (tt-media-server/media_server, shipped alone in its image) waits on nothing by retrying, so
+it needs no copy (its gateway's one replay of a request on a stale keep-alive connection is not a wait).
 """
 from __future__ import annotations
 
