@@ -334,6 +334,10 @@ def run(invocation: ClientInvocation) -> int:
         raise BadInput(str(exc)) from None
     if not points:
         raise BadInput("no benchmark points left after filtering (check max_context / points=)")
+    span = max((getattr(p, "span_s", 0.0) for p in points), default=0.0)
+    if bench.point_budget_s is not None and bench.point_budget_s <= span:
+        raise BadInput(f"point_budget_s={bench.point_budget_s:g} ends before the trace does ({span:g} s at "
+                       f"time_scale={bench.time_scale:g}): the replay would be cut short")
     vllm_python = None
     if "vllm" in bench.tools:
         from benchmarking.vllm_tool import default_python
@@ -394,7 +398,9 @@ def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: 
                     _log(f"{p.stem} ({tool}): sweep budget {sweep_budget:.0f} s exhausted, not run")
                     skipped.append(p.stem)
                     continue
-                budget = min(x for x in (per_point, remaining) if x is not None)
+                # a trace's budget starts after its last release: its span plus the mode's point budget
+                own = per_point + getattr(p, "span_s", 0.0) if bench.point_budget_s is None else per_point
+                budget = min(x for x in (own, remaining) if x is not None)
                 _log(f"{p.stem} ({tool}): running (budget {budget:.0f} s)")
                 rec = run_tt_point(ctx, p, budget) if tool == "tt" else run_vllm_point(ctx, p, vllm_python, budget)
                 if rec is None:

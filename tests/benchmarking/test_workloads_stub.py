@@ -51,3 +51,14 @@ def test_trace_on_the_stub_resumes_and_fails_when_the_client_falls_behind(stub_f
 def test_workload_keys_need_their_workload(stub_factory, tmp_path, tiny_tokenizer_dir):
     p = _bench(tmp_path / "run", "http://127.0.0.1:9", {"turns": "3"}, tiny_tokenizer_dir)
     assert p.returncode == 2 and "turns= applies to workload=multi_turn only" in p.stderr
+
+
+def test_a_point_budget_shorter_than_the_trace_is_refused(tmp_path, tiny_tokenizer_dir):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 8, "output_length": 2}\n'
+                     '{"timestamp": 3000, "input_length": 8, "output_length": 2}\n')
+    p = _bench(tmp_path / "run", "http://127.0.0.1:9", {"workload": "trace", "trace_file": str(trace),
+                                                         "stall_timeout_s": "0.5", "point_budget_s": "2"},
+               tiny_tokenizer_dir)
+    assert p.returncode == 2 and "point_budget_s=2 ends before the trace does (3 s" in p.stderr
+    assert not (tmp_path / "run" / "benchmarks").exists()
