@@ -23,6 +23,7 @@ from typing import Any
 
 from contracts.typed_record import RecordError, TypedRecord, described
 from records.bench import format_classes
+from records.distribution import Distribution
 from records.bench_timeline import PointTimeline
 
 SCHEMA = "tt-report/1"
@@ -110,26 +111,6 @@ class Metadata(TypedRecord):
     generator: str = described("Tool that built the report.", "tt-inference-server reports")
     environment: Environment = described("Software and host facts.", factory=Environment, record=Environment)
     steps: list[StepSummary] = described("The run's steps.", factory=list, record_list=StepSummary)
-
-
-@dataclass
-class Distribution(TypedRecord):
-    """Summary of a per-request metric; enough to draw a box plot and a histogram without
-    copying every request into the report."""
-
-    source: str = described("requests (per-request file) or metrics (the point's percentiles only).")
-    count: int | None = described("Requests summarised.", None)
-    min: float | None = described("Smallest value (ms).", None)
-    p5: float | None = described("5th percentile (ms).", None)
-    p25: float | None = described("25th percentile (ms).", None)
-    p50: float | None = described("Median (ms).", None)
-    p75: float | None = described("75th percentile (ms).", None)
-    p95: float | None = described("95th percentile (ms).", None)
-    p99: float | None = described("99th percentile (ms).", None)
-    max: float | None = described("Largest value (ms).", None)
-    mean: float | None = described("Mean (ms).", None)
-    hist_edges: list[float] = described("Histogram bin edges (ms).", factory=list)
-    hist_counts: list[int] = described("Requests per histogram bin.", factory=list)
 
 
 @dataclass

@@ -9,22 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contracts.typed_record import TypedRecord, described
-
-PERCENTILES = (5, 25, 50, 95, 99)
-
-
-@dataclass
-class Distribution(TypedRecord):
-    """Percentiles of one latency metric over the successful requests of a point."""
-
-    count: int = described("successful requests with this metric", 0)
-    mean: float | None = described("mean", None, unit="ms")
-    p05: float | None = described("5th percentile", None, unit="ms")
-    p25: float | None = described("25th percentile", None, unit="ms")
-    p50: float | None = described("median", None, unit="ms")
-    p95: float | None = described("95th percentile", None, unit="ms")
-    p99: float | None = described("99th percentile", None, unit="ms")
-
+from records.distribution import Distribution
 
 @dataclass
 class Drift(TypedRecord):

@@ -11,10 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from contracts.intervals import percentile
-from records.report import Distribution
-
-HIST_BINS = 12
+from records.distribution import Distribution
+from records.distribution import summarise as distribution_of
 
 
 def _num(value: Any) -> float | None:
@@ -56,24 +54,8 @@ def _request_values(rec: dict) -> tuple[float | None, float | None]:
 
 
 def summarise(values: list[float], source: str = "requests") -> Distribution | None:
-    if not values:
-        return None
-    vals = sorted(values)
-    lo, hi = vals[0], vals[-1]
-    width = (hi - lo) / HIST_BINS
-    if width <= 0:
-        edges, counts = [lo, hi], [len(vals)]
-    else:
-        edges = [lo + i * width for i in range(HIST_BINS + 1)]
-        counts = [0] * HIST_BINS
-        for v in vals:
-            counts[min(int((v - lo) / width), HIST_BINS - 1)] += 1
-    r = lambda x: round(x, 3)  # noqa: E731 - keep report.json readable
-    return Distribution(
-        source=source, count=len(vals), min=r(lo), p5=r(percentile(vals, 5)),
-        p25=r(percentile(vals, 25)), p50=r(percentile(vals, 50)), p75=r(percentile(vals, 75)),
-        p95=r(percentile(vals, 95)), p99=r(percentile(vals, 99)), max=r(hi),
-        mean=r(sum(vals) / len(vals)), hist_edges=[r(e) for e in edges], hist_counts=counts)
+    """The distribution with its histogram (``records.distribution.summarise``), None for no values."""
+    return distribution_of(values, source) if values else None
 
 
 def from_requests(path: Path) -> tuple[Distribution | None, Distribution | None]:

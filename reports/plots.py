@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from html import escape
 
-from records.report import BenchmarkRow, Distribution, EvalRow
+from records.distribution import Distribution
+from records.report import BenchmarkRow, EvalRow
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
            "#e377c2"]

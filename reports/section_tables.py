@@ -13,7 +13,8 @@ from pathlib import Path
 from contracts.typed_record import RecordError
 from records.report import SectionTable
 from records.server_tests import CaseResult, TestsRecord
-from records.stress import CapacityLevel, CapacityRecord, Distribution, Drift, StressPointRecord, StressRecord
+from records.distribution import Distribution
+from records.stress import CapacityLevel, CapacityRecord, Drift, StressPointRecord, StressRecord
 
 
 def _n(value, nd: int = 0) -> str:
@@ -60,18 +61,18 @@ def _stress_points(rec) -> list[SectionTable]:
         size = f"{p.isl}/{p.osl}" + (f" (asked {p.requested_isl}/{p.requested_osl})" if p.requested_isl else "")
         size = size if p.kind == "text" else f"{p.kind} request"  # media requests have no token lengths
         rows.append([p.name, p.mode, size, _n(p.concurrency), _n(p.sent), _n(p.completed), _n(p.failed),
-                     f"{p.error_rate:.1%}", *(_n(getattr(t, k, None)) for k in ("p05", "p25", "p50", "p95", "p99")),
+                     f"{p.error_rate:.1%}", *(_n(getattr(t, k, None)) for k in ("p5", "p25", "p50", "p95", "p99")),
                      _n(getattr(o, "p50", None), 1), _n(getattr(o, "p99", None), 1), _n(getattr(e, "p50", None)),
                      _n(getattr(e, "p99", None)), p.stopped_reason or "",
                      _pf(p.passed) if p.passed is not None else p.status.upper()])
-    headers = ["Point", "Mode", "ISL/OSL", "Con", "Sent", "OK", "Failed", "Error rate", "TTFT p05", "TTFT p25",
+    headers = ["Point", "Mode", "ISL/OSL", "Con", "Sent", "OK", "Failed", "Error rate", "TTFT p5", "TTFT p25",
                "TTFT p50", "TTFT p95", "TTFT p99", "TPOT p50", "TPOT p99", "E2EL p50", "E2EL p99",
                "Stopped early", "Result"]
     legend = {"ISL/OSL": lp["isl"] + " / " + lp["osl"], "Con": lp["concurrency"], "Sent": lp["sent"],
               "OK": lp["completed"], "Failed": lp["failed"], "Error rate": lp["error_rate"],
               "TTFT pNN": lp["ttft_ms"] + ", percentile in ms", "TPOT pNN": lp["tpot_ms"] + ", percentile in ms",
               "E2EL pNN": lp["e2el_ms"] + ", percentile in ms", "Stopped early": lp["stopped_reason"],
-              "p05..p99": ld["p05"].replace("5th percentile", "5th to 99th percentile")}
+              "p5..p99": ld["p5"].replace("5th percentile", "5th to 99th percentile")}
     tables = [SectionTable(kind="load_points", title=f"Load points: {rec.detail}", headers=headers, rows=rows, legend=legend,
                            record_file="stress_tests/stress_record.json")]
     timed = [p for p in rec.points if p.drift is not None]

@@ -4,19 +4,19 @@ from __future__ import annotations
 from collections import Counter
 
 from benchmarking.metrics import RequestRecord
-from contracts.intervals import FAIL, PASS, percentile
+from contracts.intervals import FAIL, PASS
 from stress_tests.args import StressArgs
 from stress_tests.drift import latency_drift, memory_drift
 from stress_tests.driver import STOPPED_EARLY, LoadRun
-from records.stress import PERCENTILES, Distribution, Drift, StressPointRecord
+from records.distribution import Distribution, summarise
+from records.stress import Drift, StressPointRecord
 from stress_tests.saturation import fit_slope
 
 
 def distribution(values_ms: list[float]) -> Distribution:
-    if not values_ms:
-        return Distribution()
-    p = {f"p{q:02d}": round(percentile(values_ms, q), 3) for q in PERCENTILES}
-    return Distribution(count=len(values_ms), mean=round(sum(values_ms) / len(values_ms), 3), **p)
+    """Percentiles of one metric over a point's successful requests (no histogram: the report
+    plots the per-request files)."""
+    return summarise(values_ms, histogram=False)
 
 
 def _pct(first: float | None, last: float | None) -> float | None:

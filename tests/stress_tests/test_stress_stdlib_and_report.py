@@ -9,7 +9,8 @@ from pathlib import Path
 
 from reports.section_tables import SectionTable, csv_rows, markdown_lines, stress_tables, conformance_tables
 from records.server_tests import CaseResult, TestsRecord
-from records.stress import CapacityLevel, CapacityRecord, Distribution, StressPointRecord, StressRecord
+from records.distribution import Distribution
+from records.stress import CapacityLevel, CapacityRecord, StressPointRecord, StressRecord
 
 REPO = Path(__file__).resolve().parents[2]
 STDLIB_ONLY = ["server_tests.run_tests", "records.server_tests", "server_tests.junit", "server_tests.capabilities",
@@ -39,7 +40,7 @@ def _write_records(tmp_path: Path) -> None:
     rec.summarise()
     rec.write(tmp_path / "tests" / "tests_record.json")
     point = StressPointRecord(name="single_x", mode="single", isl=8, osl=4, sent=2, completed=2,
-                              ttft_ms=Distribution(2, 10.0, 5.0, 7.0, 9.0, 12.0, 13.0), passed=True)
+                              ttft_ms=Distribution(count=2, mean=10.0, p5=5.0, p25=7.0, p50=9.0, p95=12.0, p99=13.0), passed=True)
     StressRecord(points=[point], detail="1/1 load points passed", passed=True).write(
         tmp_path / "stress_tests" / "stress_record.json")
     CapacityRecord(slos=["ttft_p99:100"], capacity=2, target=4, target_met=False, levels=[
@@ -53,7 +54,7 @@ def test_tables_from_records(tmp_path):
     assert tests[0].rows[0][:2] == ["a.py::t_bad", "FAILED"] and "1 failed" in tests[0].title
     stress = stress_tables(tmp_path)
     assert [t.kind for t in stress] == ["load_points", "capacity"]
-    assert stress[0].rows[0][8:13] == ["5", "7", "9", "12", "13"]  # TTFT p05..p99
+    assert stress[0].rows[0][8:13] == ["5", "7", "9", "12", "13"]  # TTFT p5..p99
     assert "SLO capacity: 2" in stress[1].title and "MISSED" in stress[1].title
     assert stress[1].rows[0][4] == "50" and stress[1].rows[1][4] == "n/a"
     md = "\n".join(markdown_lines(stress, lambda h, r: "|".join(h)))
