@@ -1,4 +1,11 @@
-"""One load point: N requests of a kind, at most C in flight, timed and classified."""
+"""One load point: N requests of a kind, at most C in flight, timed and classified.
+
+Why this loop and ``stress_tests.media_driver`` are two: this one is the media benchmark point (a
+fixed request count, figures of the whole point); the stress twin adds what a watched load needs
+(durations, open-loop arrivals, windows, the over-saturation stop, memory samples) and lives in the
+stress package, above the clients, with the LLM stress loop whose windows and detector it shares.
+Both send the same requests (``media_clients.workloads``) through the same transport.
+"""
 from __future__ import annotations
 
 import threading

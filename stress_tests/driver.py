@@ -8,6 +8,13 @@ detector fires the load stops: nothing new is sent and requests still in flight 
 classed ``stopped_early`` (kept apart from server errors).
 
 The HTTP client, request records, prompts and request bodies are the benchmark client's own.
+
+Why a loop of its own and not ``benchmarking.runner``'s: the benchmark point loop is the one whose
+release timing is certified (``benchmarking/certify.py``: the client's own timing error p99 under
+1 ms at concurrency 64), so it runs nothing between releases. A stress load needs exactly that
+extra work on the same event loop: a monitor task every quarter second, windows closed with their
+percentiles and memory samples, and a stop decided while requests are in flight. Everything below
+the loop (transport, request records, work items, the event loop policy) is shared.
 """
 from __future__ import annotations
 
