@@ -175,6 +175,24 @@ def media_server(tmp_path) -> Callable[..., ServerHandle]:
         handle.stop()
 
 
+def module_server_fixtures(name: str, env: dict[str, str], ready_timeout: float = 300.0):
+    """(server, client) fixtures of module scope: one real server shared by a test module
+    (``server, client = module_server_fixtures("vision", {...})`` at module level)."""
+
+    @pytest.fixture(scope="module")
+    def server(tmp_path_factory):
+        handle = start_media_server(env, tmp_path_factory.mktemp(name) / "server.log", ready_timeout=ready_timeout)
+        yield handle
+        handle.stop()
+
+    @pytest.fixture(scope="module")
+    def client(server):
+        with server.client(timeout=120) as http:
+            yield http
+
+    return server, client
+
+
 @pytest.fixture
 def auth_headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {TEST_API_KEY}"}
@@ -191,5 +209,5 @@ def run_server_command(env: dict[str, str], timeout: float = 60.0) -> subprocess
                           capture_output=True, text=True, timeout=timeout)
 
 
-__all__ = ["ServerHandle", "start_media_server", "run_server_command", "TEST_API_KEY",
+__all__ = ["ServerHandle", "start_media_server", "run_server_command", "module_server_fixtures", "TEST_API_KEY",
            "SERVER_DIR", "MEDIA_VENV_PYTHON"]

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.tt_media_server.conftest import start_media_server
+from tests.tt_media_server.conftest import module_server_fixtures
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -27,18 +27,7 @@ DOCUMENTS = [
 RELEVANT = {1, 3}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    handle = start_media_server({"MODEL": MODEL, "LOG_LEVEL": "DEBUG"},
-                                tmp_path_factory.mktemp("rerank") / "server.log", ready_timeout=300)
-    yield handle
-    handle.stop()
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    with server.client(timeout=120) as http:
-        yield http
+server, client = module_server_fixtures("rerank", {"MODEL": MODEL, "LOG_LEVEL": "DEBUG"})
 
 
 def test_rerank_ranks_the_relevant_documents_first(client):

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from tests.tt_media_server.conftest import SERVER_DIR, media_python, start_media_server
+from tests.tt_media_server.conftest import SERVER_DIR, media_python, module_server_fixtures
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -38,18 +38,7 @@ def chat(parts, **fields) -> dict:
     return {"model": MODEL, "messages": [{"role": "user", "content": parts}], "max_tokens": 4, **fields}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    handle = start_media_server({"MODEL": MODEL, "DEVICE": "cpu", "ALLOW_REMOTE_IMAGES": "1"},
-                                tmp_path_factory.mktemp("vision") / "server.log", ready_timeout=300)
-    yield handle
-    handle.stop()
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    with server.client(timeout=120) as http:
-        yield http
+server, client = module_server_fixtures("vision", {"MODEL": MODEL, "DEVICE": "cpu", "ALLOW_REMOTE_IMAGES": "1"})
 
 
 def test_image_tokens_are_counted_in_prompt_tokens(client):

@@ -24,7 +24,7 @@ from media_server.devices import model_device
 from media_server.embeddings.settings import embedding_settings
 from media_server.model_files import ModelSource, resolve_model_dir
 from media_server.runners.base import RunnerUnavailable
-from media_server.runners.embedding_cpu import EmbeddingCpuRunner, describe_model_dir
+from media_server.runners.embedding_cpu import EmbeddingCpuRunner
 from media_server.runners.text_slots import TextSlotsRunner, TextSettings
 from media_server.runners.vision_hf import QWEN_VL_FILES, VisionHfRunner
 from media_server.runners.whisper_cpu import WhisperCheckpoint, WhisperCpuRunner
@@ -33,6 +33,12 @@ from media_server.speech.settings import speech_settings
 ST_FILES = ("modules.json", "config.json", "tokenizer*", "model.safetensors|pytorch_model.bin")
 LM_FILES = ("config.json", "tokenizer*", "*.safetensors")
 CT2_FILES = ("model.bin", "config.json", "tokenizer.json|vocabulary*")
+
+
+def _entry(base: type, class_name: str, served: str, files: tuple[str, ...]) -> type:
+    """A catalog runner: ``base`` serving ``served`` (the HF repo id) from that repo's files."""
+    return type(class_name, (base,), {"name": served, "model_id": served, "__module__": __name__,
+                                      "source": ModelSource(served, served, "main", files)})
 
 
 # ---------------------------------------------------------------------------------- embeddings
@@ -44,29 +50,17 @@ class _CatalogEmbedding(EmbeddingCpuRunner):
         return resolve_model_dir(cls.source, embedding_settings().embedding_model_path)
 
     @classmethod
-    def model_info(cls, served_name: str | None = None):
-        return describe_model_dir(served_name or cls.model_id, cls.model_path())
-
-    @classmethod
     def model_card(cls, model_id: str) -> dict[str, Any]:
         return {**super().model_card(model_id), "device": model_device().label, "hf_repo": cls.source.repo,
                 "revision": cls.source.revision}
 
 
-class BgeM3Runner(_CatalogEmbedding):
-    name: ClassVar[str] = "BAAI/bge-m3"
-    model_id: ClassVar[str] = "BAAI/bge-m3"
-    source: ClassVar[ModelSource] = ModelSource("BAAI/bge-m3", "BAAI/bge-m3", "main", ST_FILES)
+BgeM3Runner = _entry(_CatalogEmbedding, "BgeM3Runner", "BAAI/bge-m3", ST_FILES)
+EmbeddingGemmaRunner = _entry(_CatalogEmbedding, "EmbeddingGemmaRunner", "google/embeddinggemma-300m",
+                              ST_FILES + ("config_sentence_transformers.json",))
 
 
-class EmbeddingGemmaRunner(_CatalogEmbedding):
-    name: ClassVar[str] = "google/embeddinggemma-300m"
-    model_id: ClassVar[str] = "google/embeddinggemma-300m"
-    source: ClassVar[ModelSource] = ModelSource("google/embeddinggemma-300m", "google/embeddinggemma-300m", "main",
-                                                ST_FILES + ("config_sentence_transformers.json",))
-
-
-# ---------------------------------------------------------------------------------- chat models
+# ---------------------------------------------------------------------------------- chat and vision models
 class _CatalogText(TextSlotsRunner):
     source: ClassVar[ModelSource]
 
@@ -89,35 +83,11 @@ class _CatalogText(TextSlotsRunner):
         super().load()
 
 
-class Qwen3_4BRunner(_CatalogText):
-    name: ClassVar[str] = "Qwen/Qwen3-4B-Instruct-2507"
-    model_id: ClassVar[str] = "Qwen/Qwen3-4B-Instruct-2507"
-    source: ClassVar[ModelSource] = ModelSource(model_id, model_id, "main", LM_FILES)
-
-
-class Llama32_1BRunner(_CatalogText):
-    name: ClassVar[str] = "meta-llama/Llama-3.2-1B-Instruct"
-    model_id: ClassVar[str] = "meta-llama/Llama-3.2-1B-Instruct"
-    source: ClassVar[ModelSource] = ModelSource(model_id, model_id, "main", LM_FILES)
-
-
-class Llama32_3BRunner(_CatalogText):
-    name: ClassVar[str] = "meta-llama/Llama-3.2-3B-Instruct"
-    model_id: ClassVar[str] = "meta-llama/Llama-3.2-3B-Instruct"
-    source: ClassVar[ModelSource] = ModelSource(model_id, model_id, "main", LM_FILES)
-
-
-# ---------------------------------------------------------------------------------- vision
-class Qwen3VL2BRunner(VisionHfRunner):
-    name: ClassVar[str] = "Qwen/Qwen3-VL-2B-Instruct"
-    model_id: ClassVar[str] = "Qwen/Qwen3-VL-2B-Instruct"
-    source: ClassVar[ModelSource] = ModelSource(model_id, model_id, "main", QWEN_VL_FILES)
-
-
-class Qwen3VL4BRunner(VisionHfRunner):
-    name: ClassVar[str] = "Qwen/Qwen3-VL-4B-Instruct"
-    model_id: ClassVar[str] = "Qwen/Qwen3-VL-4B-Instruct"
-    source: ClassVar[ModelSource] = ModelSource(model_id, model_id, "main", QWEN_VL_FILES)
+Qwen3_4BRunner = _entry(_CatalogText, "Qwen3_4BRunner", "Qwen/Qwen3-4B-Instruct-2507", LM_FILES)
+Llama32_1BRunner = _entry(_CatalogText, "Llama32_1BRunner", "meta-llama/Llama-3.2-1B-Instruct", LM_FILES)
+Llama32_3BRunner = _entry(_CatalogText, "Llama32_3BRunner", "meta-llama/Llama-3.2-3B-Instruct", LM_FILES)
+Qwen3VL2BRunner = _entry(VisionHfRunner, "Qwen3VL2BRunner", "Qwen/Qwen3-VL-2B-Instruct", QWEN_VL_FILES)
+Qwen3VL4BRunner = _entry(VisionHfRunner, "Qwen3VL4BRunner", "Qwen/Qwen3-VL-4B-Instruct", QWEN_VL_FILES)
 
 
 # ---------------------------------------------------------------------------------- speech
