@@ -7,7 +7,7 @@ serve: a 1-token completion for an LLM server (``llm_probes``), one item of the 
 media server (``workflows.media_readiness``). Connection refused and connection reset (docker-proxy
 accepts and then resets while the app in the container is not listening yet) both mean "not yet".
 
-``wait_for`` is the one loop: probes run in order, each until it passes; the server's death is
+``wait_for`` runs the probes in order, each until it passes, through ``contracts.retry``; the server's death is
 noticed at once, 401/403 is final (``AuthRejected``), and when the deadline passes one line names
 the URL, the stage it was stuck in, the last thing the server said and how long it has been silent.
 """
@@ -21,6 +21,7 @@ from typing import Callable
 import requests
 
 from contracts.openai_http import bearer_headers, one_token
+from contracts.retry import GaveUp, NotYet, retry
 from workflows.servers.base import ServerHandle, ServerStartError
 from workflows.servers.probe import AuthRejected, check_auth
 
@@ -95,34 +96,41 @@ def wait_for(handle: ServerHandle, probes: list[Probe], *, timeout_s: float, pol
     models: list[str] = []
     next_progress = start
     pending = list(probes)
-    while pending:
-        if not handle.is_alive():
-            raise handle.died(f"the {handle.kind} {what}")
-        elapsed = time.monotonic() - start
-        if elapsed > timeout_s:
-            raise ReadinessTimeout(
-                f"wait_ready: {base} not ready after {timeout_s:g} s (stage {pending[0].name}: "
-                f"{seen.last_note or 'no answer'}; {seen.silence()}); log: {handle.log_path}")
-        per_request = max(1.0, min(pending[0].cap_s, timeout_s - elapsed))
-        try:
-            result = pending[0].check(per_request)
-        except requests.ConnectionError:
-            result = ProbeResult(False, "not accepting connections yet (refused/reset)", answered=False)
-        except _NOT_YET as exc:
-            result = ProbeResult(False, type(exc).__name__, answered=False)
-        except ValueError:
-            result = ProbeResult(False, "non-JSON answer")
-        seen.saw(result)
-        if result.models is not None:
-            models = result.models
-        if result.passed:
+
+    def advance(_remaining_s: float) -> ReadyInfo:
+        """Run the pending probes in order; NotYet at the first that does not pass yet."""
+        nonlocal models, next_progress
+        while pending:
+            if not handle.is_alive():
+                raise handle.died(f"the {handle.kind} {what}")
+            left = timeout_s - (time.monotonic() - start)
+            if left <= 0:
+                raise NotYet(pending[0].name)
+            try:
+                result = pending[0].check(max(1.0, min(pending[0].cap_s, left)))
+            except requests.ConnectionError:
+                result = ProbeResult(False, "not accepting connections yet (refused/reset)", answered=False)
+            except _NOT_YET as exc:
+                result = ProbeResult(False, type(exc).__name__, answered=False)
+            except ValueError:
+                result = ProbeResult(False, "non-JSON answer")
+            seen.saw(result)
+            if result.models is not None:
+                models = result.models
+            if not result.passed:
+                if progress and time.monotonic() >= next_progress:
+                    progress(f"waiting for {base} ({time.monotonic() - start:.0f}s; {seen.last_note or 'starting'})")
+                    next_progress = time.monotonic() + 10.0
+                raise NotYet(result.note)
             stages[pending.pop(0).name] = time.monotonic() - start
-            continue
-        if progress and time.monotonic() >= next_progress:
-            progress(f"waiting for {base} ({time.monotonic() - start:.0f}s; {seen.last_note or 'starting'})")
-            next_progress = time.monotonic() + 10.0
-        time.sleep(poll_interval_s)
-    return ReadyInfo(elapsed_s=time.monotonic() - start, models=models, stages_s=stages)
+        return ReadyInfo(elapsed_s=time.monotonic() - start, models=models, stages_s=stages)
+
+    try:
+        return retry(f"{base} to be ready", advance, deadline_s=timeout_s, delay_s=poll_interval_s)
+    except GaveUp:
+        raise ReadinessTimeout(
+            f"wait_ready: {base} not ready after {timeout_s:g} s (stage {pending[0].name}: "
+            f"{seen.last_note or 'no answer'}; {seen.silence()}); log: {handle.log_path}") from None
 
 
 def health_probe(base: str, bearer: str | None, path: str = "/health") -> Probe:
