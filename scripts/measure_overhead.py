@@ -26,6 +26,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # contracts/
+
+from contracts.retry import GaveUp, NotYet, retry  # noqa: E402
+
 MODEL = "SmolLM2-135M-Instruct"
 first_request: list[float] = []
 
@@ -67,9 +71,15 @@ def one_sample(port: int) -> float:
              "--server-url", f"http://127.0.0.1:{port}", "--no-auth", "--disable-trace-capture",
              "--workflow-args", "mode=smoke", "--output-dir", str(Path(out) / "run")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
-        deadline = time.time() + 60
-        while not first_request and time.time() < deadline and proc.poll() is None:
-            time.sleep(0.002)
+
+        def reached(_remaining_s: float) -> None:
+            if not first_request and proc.poll() is None:
+                raise NotYet("no request yet")
+
+        try:
+            retry("run.py's first request to the server", reached, deadline_s=60, delay_s=0.002)
+        except GaveUp:
+            pass  # judged below: no request is an error
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
         if not first_request:
