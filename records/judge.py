@@ -423,7 +423,7 @@ def judge_comparison(comparison: Comparison) -> tuple[list[Check], list[Blocker]
         detail = (f"{metric.decision}: ratio {metric.ratio} (95% CI {_fmt_ci(metric.ci95)}) against baseline "
                   f"{comparison.baseline_run}; tolerance {tol:.0%}")
         if decision == "inconclusive":
-            detail += "; no per-request records in a run, not required"
+            detail += "; too few per-request records to decide, not required"
         elif decision == "fail" and not gate:
             detail += "; on_regression=warn: shown, not failing"
         checks.append(Check(name=f"regression {metric.name}", category="comparison", item=metric.name,

@@ -395,7 +395,8 @@ class ComparisonMetric(TypedRecord):
     decision: str = described(
         "regressed when the whole 95% interval of the ratio is worse than the tolerance allows (beyond "
         "1 + tolerance for a lower-is-better metric), improved when the whole interval is better than 1 by "
-        "more than the tolerance, within_noise otherwise (the samples show no change beyond the tolerance).",
+        "more than the tolerance, within_noise otherwise (the samples show no change beyond the tolerance); "
+        "inconclusive without per-request records or with fewer than 8 requests in a run.",
         "within_noise")
 
 

@@ -9,7 +9,9 @@ interval, never on the ratio alone:
   lower-is-better metric);
 * ``improved``: the whole interval is better than 1 by more than the tolerance;
 * ``within_noise``: anything else (no change beyond the tolerance that the samples can show);
-* ``inconclusive``: a run has no per-request records for the metric, so no interval exists.
+* ``inconclusive``: a run has no per-request records for the metric, or fewer than
+  ``MIN_REQUESTS`` (a percentile bootstrap of 4 requests has a handful of distinct resamples and an
+  interval far narrower than the truth: it is shown, never trusted to decide).
 
 Compared today: every LLM benchmark point both runs measured (same ISL/OSL/concurrency), on mean
 TTFT and mean TPOT. The baseline is found in the run history (``last``, a run id) or given as a
@@ -26,6 +28,8 @@ from records.report import Comparison, ComparisonMetric, ReportRecord, TrendPoin
 from reports.distributions import request_values
 
 DEFAULT_TOLERANCE = 0.05
+#: Fewest requests of each run for an interval that may decide (below: inconclusive, shown only).
+MIN_REQUESTS = 8
 POLICIES = ("fail", "warn")
 #: Metrics compared per point: (name, index in ``request_values``' pair, higher is better).
 POINT_METRICS = (("ttft_ms", 0, False), ("tpot_ms", 1, False))
@@ -124,6 +128,10 @@ def compare_runs(run_dir: Path, baseline_dir: Path, tolerance: float) -> tuple[l
                     except ValueError:
                         metric.ci95 = None
             metric.decision = decide(metric.ci95, tolerance, higher)
+            if metric.ci95 is not None and min(len(v), len(b)) < MIN_REQUESTS:
+                metric.decision = "inconclusive"
+                notes.append(f"{metric.name}: {min(len(v), len(b))} requests in a run, fewer than {MIN_REQUESTS}: "
+                             f"the interval is shown, not trusted to decide")
             if metric.ci95 is None:
                 notes.append(f"{metric.name}: no per-request values in {'both runs' if not v and not b else 'one run'}"
                              f"; not decided")
