@@ -152,3 +152,31 @@ def test_comparison_settings_are_checked_up_front(args, message) -> None:
     with pytest.raises(WorkflowArgsError, match=message):
         validate_workflow_args(WorkflowType.BENCHMARKS, parse_workflow_args(args))
     validate_workflow_args(WorkflowType.RELEASE, parse_workflow_args("on_regression=warn regression_tolerance=0.1"))
+
+
+def test_the_collector_builds_the_table_from_the_run_directories_a_cluster_wrote(catalog, matrix, tmp_path) -> None:
+    """``--collect RUNS``: a run directory named after its entry's Job is that entry's row; an entry
+    without one is NOT RUN with the reason."""
+    import shutil
+
+    from reports import build_report, write_reports
+    from workflows.matrix_k8s import entry_job_name, entry_options
+
+    tier = matrix.tiers["cpu"]
+    smol = next(s for s in tier_specs(tier, catalog) if s.model_name == MODEL and s.impl.impl_name == "vllm-cpu")
+    runs = tmp_path / "results"
+    run_dir = runs / entry_job_name(smol, entry_options(smol, tier, "default", "", "smoke",
+                                                        list(catalog.specs.values())))
+    shutil.copytree(RELEASE_RUN, run_dir)
+    write_reports(build_report(run_dir), run_dir)
+    env = {k: v for k, v in os.environ.items() if k != "TT_INFERENCE_ORCHESTRATOR"}
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "release_matrix.py"), "--tier", "cpu",
+                           "--collect", str(runs), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600, cwd=REPO_ROOT, env=env)
+    table = (tmp_path / "out" / "model_support.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| Model")]
+    assert len(rows) == len(tier_specs(tier, catalog)), done.stdout[-2000:]
+    smol_row = next(r for r in rows if r.startswith(f"| {MODEL} | cpu | vllm-cpu |"))
+    assert "NOT RUN" not in smol_row and "2026-01-10" in smol_row
+    assert sum("NOT RUN: no run directory" in r for r in rows) == len(rows) - 1
+    assert done.returncode in (0, 3, 4), done.stderr[-2000:]
