@@ -232,7 +232,7 @@ def _judge(ctx: Context, point: Point, record: BenchPoint) -> None:
     """The release judge's verdict per tier on this point (records.judge.check_tier, the same
     function the report uses), stored with the point for the console table."""
     from records.judge import check_tier, max_error_rate, required_tiers
-    allowed, _ = max_error_rate(ctx.spec.to_dict())
+    allowed, _ = max_error_rate(ctx.spec)
     required = required_tiers(ctx.spec.status.name)
     record.targets = {tier: check_tier(tier, tier in required, targets, record, allowed).to_dict()
                       for tier, targets in (point.targets or {}).items() if isinstance(targets, dict)}

@@ -126,6 +126,9 @@ class DeviceModelSpec:
     perf_reference: list[PerfReference] = field(default_factory=list)
     # Share of a benchmark point's requests that may fail before the point blocks the verdict.
     max_error_rate: float = 0.0
+    # Relative change of a judged metric against the baseline run that counts as a regression
+    # (``--compare-to``); None: the comparison's default.
+    regression_tolerance: float | None = None
 
 
 @dataclass

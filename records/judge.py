@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from records.bench import BenchPoint, format_classes
-from contracts.model_spec import metric_higher_is_better, read_known_issues
+from contracts.model_spec import ModelSpec, metric_higher_is_better, read_known_issues
 from records.report import (
     TIERS,
     BenchmarkRow,
@@ -99,11 +99,10 @@ def measured_values(point: BenchPoint) -> dict[str, float | None]:
     return {"ttft_ms": m.mean_ttft_ms, "tput_user": m.tput_user, "tput": m.decode_throughput}
 
 
-def max_error_rate(spec: dict[str, Any]) -> tuple[float, str | None]:
+def max_error_rate(spec: ModelSpec) -> tuple[float, str | None]:
     """The spec's allowance ``device_model_spec.max_error_rate`` (0..1, default 0) and a note
     when the value given is unusable."""
-    dms = spec.get("device_model_spec") if isinstance(spec.get("device_model_spec"), dict) else {}
-    value = dms.get("max_error_rate")
+    value = spec.device_model_spec.max_error_rate
     if value is None:
         return DEFAULT_MAX_ERROR_RATE, None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:

@@ -6,16 +6,20 @@ earlier runs into a release), and any path a record points at must resolve insid
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import platform
 from pathlib import Path
 from typing import Any, Callable
 
+from contracts.model_spec import ModelSpec
+from contracts.typed_record import RecordError, TypedRecord
 from records.bench import BenchPoint, point_key
-from contracts.typed_record import RecordError
 from records.evals import EvalRecord
 from records import judge
+from records.server_tests import TestsRecord
+from records.stress import CapacityRecord, StressRecord
 from reports.distributions import from_metrics, from_requests
 from reports.media_section import is_media_reference, read_media
 from reports.section_tables import conformance_tables, stress_tables
@@ -161,8 +165,7 @@ def _passthrough(cli_args: dict) -> dict[str, list[str]]:
     return {str(k): [str(w) for w in v] for k, v in value.items() if isinstance(v, list)}
 
 
-def _metadata(manifest: dict, spec: dict, cli_args: dict, steps: list[StepSummary]) -> Metadata:
-    impl = spec.get("impl") if isinstance(spec.get("impl"), dict) else {}
+def _metadata(manifest: dict, spec: ModelSpec, cli_args: dict, steps: list[StepSummary]) -> Metadata:
     started, ended = manifest.get("started"), manifest.get("ended")
     t0, t1 = _parse_time(started), _parse_time(ended)
     if t0 and t1:
@@ -174,19 +177,19 @@ def _metadata(manifest: dict, spec: dict, cli_args: dict, steps: list[StepSummar
         duration = round(sum(done), 1) if done else None
     return Metadata(
         run_id=str(manifest.get("run_id") or "unknown"),
-        model_id=str(manifest.get("model_id") or spec.get("model_id") or "unknown"),
-        model_name=_str(spec.get("model_name")),
-        hf_model_repo=_str(spec.get("hf_model_repo")),
-        served_model_name=_str(spec.get("served_model_name")),
-        device=_str(spec.get("device_type") or cli_args.get("device")),
-        impl_id=_str(impl.get("impl_id")),
-        impl_name=_str(impl.get("impl_name")),
-        engine=_str(spec.get("engine")),
-        docker_image=_str(spec.get("docker_image")),
-        tt_metal_commit=_str(spec.get("tt_metal_commit")),
-        vllm_commit=_str(spec.get("vllm_commit")),
-        model_status=judge.normalise_status(spec.get("status")) or None,
-        model_version=_str(spec.get("version")),
+        model_id=str(manifest.get("model_id") or spec.model_id or "unknown"),
+        model_name=_str(spec.model_name),
+        hf_model_repo=_str(spec.hf_model_repo),
+        served_model_name=_str(spec.served_model_name),
+        device=spec.device_type.value,
+        impl_id=_str(spec.impl.impl_id),
+        impl_name=_str(spec.impl.impl_name),
+        engine=spec.engine.value,
+        docker_image=_str(spec.docker_image),
+        tt_metal_commit=_str(spec.tt_metal_commit),
+        vllm_commit=_str(spec.vllm_commit),
+        model_status=spec.status.name,
+        model_version=_str(spec.version),
         workflow=_str(manifest.get("workflow")),
         run_status=_str(manifest.get("status")),
         run_started=_str(started),
@@ -269,34 +272,25 @@ def _read_benchmarks(run_dir: Path, problems: list[str]
     return rows, points
 
 
-def _perf_reference(spec: dict) -> list[dict]:
-    dms = spec.get("device_model_spec") if isinstance(spec.get("device_model_spec"), dict) else {}
-    refs = dms.get("perf_reference") or spec.get("perf_reference") or []
-    return [r for r in refs if isinstance(r, dict)]
-
-
-def _targets(spec: dict, rows: list[BenchmarkRow], points: dict[PointKey, BenchPoint],
+def _targets(spec: ModelSpec, rows: list[BenchmarkRow], points: dict[PointKey, BenchPoint],
              allowed_error_rate: float) -> list[TargetRow]:
     """One target row per perf-reference entry (from the run's spec snapshot), judged by
     ``judge.check_tier``. A matching point is one with the same ISL/OSL/concurrency,
     preferring the same prompt count."""
-    tiers_required = judge.required_tiers(spec.get("status"))
+    tiers_required = judge.required_tiers(spec.status.name)
     out = []
-    for ref in _perf_reference(spec):
+    for ref in spec.device_model_spec.perf_reference:
         if is_media_reference(ref):
             continue  # judged in the media section
-        try:
-            isl, osl, con = int(ref["isl"]), int(ref["osl"]), int(ref["max_concurrency"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        n = _int(ref.get("num_prompts"))
+        isl, osl, con = int(ref.isl), int(ref.osl), int(ref.max_concurrency)
+        n = int(ref.num_prompts) or None
         same = [r for r in rows if (r.isl, r.osl, r.max_concurrency) == (isl, osl, con)
                 and (r.isl, r.osl, r.max_concurrency, r.num_prompts) in points]
         exact = [r for r in same if n is None or r.num_prompts == n]
         row_point = (exact or same or [None])[0]
         point = points[(row_point.isl, row_point.osl, row_point.max_concurrency,
                         row_point.num_prompts)] if row_point is not None else None
-        targets = ref.get("targets") if isinstance(ref.get("targets"), dict) else None
+        targets = {tier: dataclasses.asdict(t) for tier, t in ref.targets.items()} or None
         if targets is None and point is not None:
             targets = point.targets  # the spec entry has none: the ones the point ran with
         row = TargetRow(key=point_key(isl, osl, con), isl=isl, osl=osl, max_concurrency=con,
@@ -349,34 +343,34 @@ def _interval(value: Any) -> list[float] | None:
     return None
 
 
+#: The records a tests or stress_tests section is made of, by file name (``outputs.json`` lists them).
+SECTION_RECORDS: dict[str, dict[str, type[TypedRecord]]] = {
+    "tests": {"tests_record.json": TestsRecord},
+    "stress_tests": {"stress_record.json": StressRecord, "capacity_record.json": CapacityRecord},
+}
+
+
 def _read_section(run_dir: Path, name: str, problems: list[str]) -> list[SectionItem]:
-    """Tests and stress-test records, judged by their pass flag: only a name, a status and a
-    pass flag are lifted out; a record is failed only when it says so."""
+    """The tests and stress-test records, read through their own record classes: each becomes one
+    item with its name, status, pass flag and detail. Another JSON file there is a problem (the
+    verdict blocks on it): nothing a client wrote is judged by guessing its keys."""
     items = []
+    kinds = SECTION_RECORDS[name]
     for path in sorted((run_dir / name).glob("*.json")):
         if path.name == "outputs.json":
             continue
         rel = path.relative_to(run_dir).as_posix()
+        kind = kinds.get(path.name)
+        if kind is None:
+            problems.append(f"{rel}: not a {name} record (the {name} workflow writes {', '.join(sorted(kinds))})")
+            continue
         try:
-            rec = _load_json(path)
-            if not isinstance(rec, dict):
-                raise ValueError("not a JSON object")
-        except (OSError, ValueError) as exc:
+            rec = kind.read(path)
+        except RecordError as exc:
             problems.append(f"{rel}: {exc}")
             continue
-        status = _str(rec.get("status") or rec.get("result"))
-        passed = rec.get("passed")
-        if not isinstance(passed, bool):
-            low = (status or "").lower()
-            passed = True if low in ("passed", "pass") else False if low in (
-                "failed", "fail", "error") else None
-        detail = rec.get("detail") or rec.get("error") or rec.get("summary")
-        items.append(SectionItem(
-            name=str(rec.get("name") or rec.get("test") or rec.get("task") or path.stem),
-            status=status, passed=passed,
-            detail=detail if isinstance(detail, str) else (
-                json.dumps(detail, sort_keys=True) if detail is not None else None),
-            record_file=rel))
+        items.append(SectionItem(name=rec.name, status=rec.status, passed=rec.passed, detail=rec.detail or None,
+                                 record_file=rel))
     return items
 
 
@@ -397,7 +391,7 @@ def _judged(name: str, steps: list[StepSummary], workflow: str | None,
     return False, f"not part of the {workflow or 'unknown'} workflow"
 
 
-def load_inputs(run_dir: Path, model_spec_json: Path | None = None) -> tuple[dict, dict, dict]:
+def load_inputs(run_dir: Path, model_spec_json: Path | None = None) -> tuple[dict, ModelSpec, dict]:
     """Read manifest, model spec and CLI args; raise BadRunDir when the run is unusable."""
     if not run_dir.is_dir():
         raise BadRunDir(f"run directory not found: {run_dir}")
@@ -414,13 +408,11 @@ def load_inputs(run_dir: Path, model_spec_json: Path | None = None) -> tuple[dic
     if not spec_path.is_file() and model_spec_json is not None:
         spec_path = model_spec_json  # only when the run dir has no snapshot of its own
     try:
-        spec = _load_json(spec_path)
+        spec = ModelSpec.read(spec_path)
     except FileNotFoundError as exc:
         raise BadRunDir(f"no model_spec.json in {run_dir}") from exc
-    except ValueError as exc:
-        raise BadRunDir(f"{spec_path.name} is not valid JSON: {exc}") from exc
-    if not isinstance(spec, dict):
-        raise BadRunDir("model_spec.json is not a JSON object")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BadRunDir(f"{spec_path} is not a valid model spec: {exc}") from exc
     cli_args: dict = {}
     if (run_dir / "cli_args.json").is_file():
         try:
@@ -428,8 +420,8 @@ def load_inputs(run_dir: Path, model_spec_json: Path | None = None) -> tuple[dic
             cli_args = loaded if isinstance(loaded, dict) else {}
         except ValueError:
             cli_args = {}
-    if not cli_args and isinstance(spec.get("cli_args"), dict):
-        cli_args = spec["cli_args"]
+    if not cli_args:
+        cli_args = dict(spec.cli_args)
     return manifest, spec, cli_args
 
 
@@ -473,9 +465,9 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
         tests=tests, stress_tests=stress, sections_not_run=not_run)
     record.comparison = compare(record) if compare is not None else None
     record.verdict = judge.decide(
-        model_status=spec.get("status"), steps=steps, targets=targets, evals=evals,
+        model_status=spec.status.name, steps=steps, targets=targets, evals=evals,
         tests=tests, stress_tests=stress, benchmarks_judged=judged["benchmarks"],
-        evals_judged=judged["evals"], known_issues=spec.get("known_issues"),
+        evals_judged=judged["evals"], known_issues=[dataclasses.asdict(k) for k in spec.known_issues],
         record_problems=problems, benchmarks=benchmarks, max_error_rate=allowed_error_rate,
         notes=[allowance_note] if allowance_note else [], media=media, comparison=record.comparison)
     return record

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.intervals import bootstrap_ratio_of_means
+from contracts.model_spec import ModelSpec
 from records.report import Comparison, ComparisonMetric, ReportRecord, TrendPoint
 from reports.distributions import request_values
 
@@ -52,7 +53,7 @@ class CompareSettings:
     default: bool = False  # chosen by the release default, not by the user
 
 
-def settings_from(cli_args: dict, workflow_args: dict, spec: dict, workflow: str | None) -> CompareSettings | None:
+def settings_from(cli_args: dict, workflow_args: dict, spec: ModelSpec, workflow: str | None) -> CompareSettings | None:
     """The run's comparison settings, or None when the run compares with nothing.
 
     ``--compare-to`` (cli_args.json) names the baseline; a release without it compares with ``last``.
@@ -65,8 +66,8 @@ def settings_from(cli_args: dict, workflow_args: dict, spec: dict, workflow: str
         if workflow != "release":
             return None
         requested, default = "last", True
-    dms = spec.get("device_model_spec") if isinstance(spec.get("device_model_spec"), dict) else {}
-    raw = workflow_args.get("regression_tolerance", dms.get("regression_tolerance", DEFAULT_TOLERANCE))
+    own = spec.device_model_spec.regression_tolerance
+    raw = workflow_args.get("regression_tolerance", DEFAULT_TOLERANCE if own is None else own)
     try:
         tolerance = float(raw)
     except (TypeError, ValueError):

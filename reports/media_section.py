@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from contracts.model_spec import ModelSpec, PerfReference
 from contracts.typed_record import RecordError
-from records.media import MEDIA_KINDS
-from records.media import MediaPoint
 from records import judge
+from records.media import MEDIA_KINDS, MediaPoint
 from records.report import TIERS, MediaRow
 
 POINT_GLOB = "media_point_*.json"
@@ -23,21 +23,18 @@ def media_key(kind: str, max_concurrency: int) -> str:
     return f"{kind}_con-{max_concurrency}"
 
 
-def is_media_reference(ref: dict[str, Any]) -> bool:
+def is_media_reference(ref: PerfReference) -> bool:
     """A perf-reference entry for a media kind (the LLM target rows skip these)."""
-    return str(ref.get("task_type", "")) in MEDIA_KINDS
+    return ref.task_type in MEDIA_KINDS
 
 
-def _media_refs(spec: dict) -> list[dict]:
-    dms = spec.get("device_model_spec") if isinstance(spec.get("device_model_spec"), dict) else {}
-    return [r for r in (dms.get("perf_reference") or []) if isinstance(r, dict) and is_media_reference(r)]
+def _media_refs(spec: ModelSpec) -> list[PerfReference]:
+    return [r for r in spec.device_model_spec.perf_reference if is_media_reference(r)]
 
 
-def _tier_targets(ref: dict | None, tier: str) -> dict[str, Any]:
-    tiers = (ref or {}).get("targets") if isinstance((ref or {}).get("targets"), dict) else {}
-    target = tiers.get(tier) if isinstance(tiers.get(tier), dict) else {}
-    metrics = target.get("metrics")
-    return dict(metrics) if isinstance(metrics, dict) else {}
+def _tier_targets(ref: PerfReference, tier: str) -> dict[str, Any]:
+    target = ref.targets.get(tier)
+    return dict(target.metrics) if target is not None else {}
 
 
 def _row(run_dir: Path, path: Path, point: MediaPoint) -> MediaRow:
@@ -52,9 +49,9 @@ def _row(run_dir: Path, path: Path, point: MediaPoint) -> MediaRow:
                     joules_per_unit=point.joules_per_unit, cost_note=point.cost_note)
 
 
-def read_media(run_dir: Path, spec: dict, problems: list[str], max_error_rate: float) -> list[MediaRow]:
+def read_media(run_dir: Path, spec: ModelSpec, problems: list[str], max_error_rate: float) -> list[MediaRow]:
     """Every media point of the run plus a not-run row per perf-reference entry without a point."""
-    required = judge.required_tiers(spec.get("status"))
+    required = judge.required_tiers(spec.status.name)
     rows: dict[str, MediaRow] = {}
     for path in sorted((run_dir / "benchmarks").glob(POINT_GLOB)):
         try:
@@ -65,13 +62,9 @@ def read_media(run_dir: Path, spec: dict, problems: list[str], max_error_rate: f
         row = _row(run_dir, path, point)
         rows[row.key] = row
     for ref in _media_refs(spec):
-        try:
-            key = media_key(str(ref["task_type"]), int(ref["max_concurrency"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-        row = rows.get(key) or MediaRow(key=key, kind=str(ref["task_type"]),
-                                        max_concurrency=int(ref["max_concurrency"]), ran=False,
-                                        source="perf_reference")
+        key = media_key(ref.task_type, int(ref.max_concurrency))
+        row = rows.get(key) or MediaRow(key=key, kind=ref.task_type, max_concurrency=int(ref.max_concurrency),
+                                        ran=False, source="perf_reference")
         rows[key] = row
         for tier in TIERS:
             targets = _tier_targets(ref, tier)

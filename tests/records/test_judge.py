@@ -5,6 +5,7 @@ import pytest
 
 from records.bench import BenchMetrics, BenchPoint, PointParams
 from records import judge
+from tests.helpers import model_spec
 from records.report import BenchmarkRow, EvalRow, Section, StepSummary, TargetRow
 
 
@@ -135,8 +136,7 @@ def test_requests_never_sent_count_as_failed():
     (None, 0.0, False), (0.05, 0.05, False), (1, 1.0, False), (-1, 0.0, True), ("5%", 0.0, True),
     (True, 0.0, True)])
 def test_max_error_rate_comes_from_the_device_spec(value, allowed, noted):
-    spec = {"device_model_spec": {} if value is None else {"max_error_rate": value}}
-    got, note = judge.max_error_rate(spec)
+    got, note = judge.max_error_rate(model_spec(device_model_spec={"max_error_rate": value}))
     assert got == allowed and (note is not None) is noted
 
 

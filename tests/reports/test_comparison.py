@@ -11,6 +11,7 @@ from history.store import open_store
 from records.judge import judge_comparison
 from reports import build_report, write_reports
 from reports.comparison import CompareError, CompareSettings, baseline_from, build_comparison, decide, settings_from
+from tests.helpers import model_spec
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "benchmarks_only_run"
 
@@ -109,12 +110,14 @@ def test_another_host_is_compared_only_when_asked_and_said(tmp_path) -> None:
 
 
 def test_settings_and_bad_baselines(tmp_path) -> None:
-    assert settings_from({}, {}, {}, "benchmarks") is None
-    release = settings_from({}, {}, {"device_model_spec": {"regression_tolerance": 0.1}}, "release")
+    spec = model_spec()
+    assert settings_from({}, {}, spec, "benchmarks") is None
+    release = settings_from({}, {}, model_spec(device_model_spec={"regression_tolerance": 0.1}), "release")
     assert release.requested == "last" and release.default and release.tolerance == 0.1
-    assert settings_from({"compare_to": "x"}, {"regression_tolerance": "0.02"}, {}, "evals").tolerance == 0.02
+    assert settings_from({"compare_to": "x"}, {"regression_tolerance": "0.02"}, spec, "evals").tolerance == 0.02
+    assert settings_from({"compare_to": "x"}, {}, spec, "evals").tolerance == 0.05
     with pytest.raises(CompareError, match="on_regression"):
-        settings_from({"compare_to": "last"}, {"on_regression": "maybe"}, {}, "release")
+        settings_from({"compare_to": "last"}, {"on_regression": "maybe"}, spec, "release")
     record = build_report(FIXTURE)
     with pytest.raises(CompareError, match="no run with that id"):
         with open_store(f"sqlite:///{tmp_path / 'h.sqlite3'}") as store:

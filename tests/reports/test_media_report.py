@@ -11,6 +11,7 @@ from reports.console import print_summary
 from reports.csv_renderer import render_csv
 from reports.html_renderer import render_html
 from reports.markdown import render_markdown
+from tests.helpers import MEDIA_SPEC_ID, write_model_spec
 
 TIERS = {"functional": {"metrics": {"images_per_s": 0.1, "s_per_step": 2.0}},
          "complete": {"metrics": {"images_per_s": 0.5, "s_per_step": 0.4}}}
@@ -26,13 +27,12 @@ def _run_dir(tmp_path, status="FUNCTIONAL", failed=0, with_point=True):
         "schema": "tt-run-manifest/1", "run_id": "r1", "model_id": "id_tt-media_tiny_cpu", "workflow": "release",
         "status": "passed", "started": "2026-11-23T00:00:00+00:00", "ended": "2026-11-23T00:05:00+00:00",
         "steps": steps}))
-    (tmp_path / "model_spec.json").write_text(json.dumps({
-        "model_id": "id_tt-media_tiny_cpu", "model_name": "tiny", "status": status, "engine": "media",
-        "model_type": "image", "device_type": "cpu",
-        "device_model_spec": {"device": "cpu", "max_concurrency": 2, "perf_reference": [
-            {"isl": 0, "osl": 0, "max_concurrency": 1, "num_prompts": 4, "task_type": "image", "targets": TIERS,
-             "params": {"num_inference_steps": 4}},
-            {"isl": 0, "osl": 0, "max_concurrency": 2, "num_prompts": 4, "task_type": "image", "targets": TIERS}]}}))
+    write_model_spec(tmp_path / "model_spec.json", MEDIA_SPEC_ID, model_id="id_tt-media_tiny_cpu", model_name="tiny",
+                     status=status, model_type="image", device_model_spec={"max_concurrency": 2, "perf_reference": [
+                         {"isl": 0, "osl": 0, "max_concurrency": 1, "num_prompts": 4, "task_type": "image",
+                          "targets": TIERS, "params": {"num_inference_steps": 4}},
+                         {"isl": 0, "osl": 0, "max_concurrency": 2, "num_prompts": 4, "task_type": "image",
+                          "targets": TIERS}]})
     if with_point:
         point = MediaPoint(model_id="id_tt-media_tiny_cpu", served_model_name="tiny", kind="image",
                            endpoint="/v1/images/generations", max_concurrency=1, num_requests=4,

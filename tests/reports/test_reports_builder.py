@@ -151,14 +151,27 @@ def test_failed_step_blocks(make_run):
 
 
 def test_test_and_stress_records_are_summarised(make_run):
+    from records.server_tests import CaseResult, TestsRecord
+
+    run = make_run()
+    run.set_step("tests", "passed")
+    rec = TestsRecord(cases=[CaseResult("a.py::t_ok", "passed"), CaseResult("a.py::t_long", "failed", message="timeout")])
+    rec.summarise()
+    rec.write(run.path / "tests" / "tests_record.json")
+    record = build_report(run.path)
+    assert record.tests.ran and [i.name for i in record.tests.items] == ["api_conformance"]
+    assert blockers(record) == [("tests", "api_conformance", None)]
+    assert "t_long" in record.tests.items[0].detail
+    assert "stress_tests" in [s.section for s in record.sections_not_run]
+
+
+def test_a_json_file_that_is_not_a_section_record_is_a_problem_not_a_guess(make_run):
     run = make_run()
     run.set_step("tests", "passed")
     run.write("tests/spec_smoke.json", {"name": "spec_smoke", "status": "passed"})
-    run.write("tests/spec_long.json", {"name": "spec_long", "passed": False, "detail": "timeout"})
     record = build_report(run.path)
-    assert record.tests.ran and [i.name for i in record.tests.items] == ["spec_long", "spec_smoke"]
-    assert blockers(record) == [("tests", "spec_long", None)]
-    assert "stress_tests" in [s.section for s in record.sections_not_run]
+    assert [b.category for b in record.verdict.blockers] == ["records"]
+    assert "tests/spec_smoke.json: not a tests record" in record.verdict.blockers[0].detail
 
 
 def test_unreadable_record_is_a_blocker_not_a_crash(make_run):
