@@ -14,16 +14,14 @@ Exit 0: rendered and valid; 1: a rendered object is invalid (a bug: the message 
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: import from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from contracts.model_spec import ModelSpec, project_version  # noqa: E402
-from contracts.workflow_args import client_workflow_parser  # noqa: E402
+from contracts.model_spec import project_version  # noqa: E402
+from contracts.client_main import BadInput, ClientInvocation, run_client  # noqa: E402
 from contracts.workflow_keys import DEPLOY_ARGS  # noqa: E402
 from deploy.k8s import DeployError, DeployOptions, render_manifests, secret_command  # noqa: E402
 
@@ -80,17 +78,14 @@ def write_chart(out: Path, files: dict[str, str]) -> list[Path]:
     return paths
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    args = client_workflow_parser(__doc__.split("\n\n")[0]).parse_args(argv)  # a server URL is ignored
-    args.run_dir, args.model_spec_json = Path(args.run_dir), Path(args.model_spec_json)
-    return args
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    # a server URL is accepted and ignored: deploy renders files, it talks to no server
+    return run_client("deploy", __doc__.split("\n\n")[0], run, argv)
+
+
+def run(inv: ClientInvocation) -> int:
+    spec, workflow_args = inv.spec, inv.workflow_args
     try:
-        workflow_args = json.loads(args.workflow_args_json)
-        spec = ModelSpec.read(args.model_spec_json)
         target = workflow_args.get("target", "k8s")
         if target not in TARGETS:
             raise DeployError(f"target={target!r} is not one of {', '.join(TARGETS)}")
@@ -98,9 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise DeployError(f"unknown deploy workflow arg(s): {', '.join(unknown)}")
         options = DeployOptions.from_workflow_args(workflow_args, client_image=default_client_image())
-    except (DeployError, ValueError, OSError, KeyError) as exc:
-        print(f"deploy: {exc}", file=sys.stderr)
-        return 2
+    except (DeployError, ValueError, KeyError) as exc:
+        raise BadInput(str(exc)) from None
     from deploy.helm import render_chart
 
     objects = render_manifests(spec, options)
@@ -110,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"INVALID {line}")
         log(f"{len(problems)} rendered object(s) fail the Kubernetes {KUBERNETES_VERSION} schemas")
         return 1
-    out = args.run_dir / "deploy"
+    out = inv.out_dir
     written = write_manifests(out / "k8s", objects)
     chart_dir = out / "helm" / objects[0]["metadata"]["labels"]["app.kubernetes.io/name"]
     written += write_chart(chart_dir, render_chart(spec, options))
@@ -123,8 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         f"   kubectl apply -f {out / 'k8s' / 'all.yaml'}\n"
         f"   or: helm install {chart_dir.name} {chart_dir} -n {options.namespace}\n")
     written.append(readme)
-    rel = [str(p.relative_to(args.run_dir)) for p in written]
-    (out / "outputs.json").write_text(json.dumps({"outputs": rel}, indent=2) + "\n")
+    inv.write_outputs(written)
     kinds = ", ".join(o["kind"] for o in objects)
     log(f"rendered {len(objects)} valid object(s) ({kinds}) and a Helm chart into {out}")
     return 0

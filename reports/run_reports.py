@@ -13,6 +13,11 @@ Exit codes: 0 PASS (or any verdict with --ignore-verdict, also settable as
 manifest/model spec, bad arguments), 1 anything else went wrong.
 ``--server-url`` and ``--disable-trace-capture`` are accepted and ignored so every client
 workflow shares one signature; reports never talk to a server.
+
+Why not the other clients' harness (``contracts.client_main``): a report is of a run directory, not
+of a spec handed in: the spec is the run's own snapshot (``--model-spec-json`` only fills a missing
+one), a finished run is re-rendered long after its server is gone, and the exit code is the
+verdict (3 FAIL, 4 INCONCLUSIVE), not the outcome of the work.
 """
 from __future__ import annotations
 
