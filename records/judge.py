@@ -457,7 +457,7 @@ def eval_check(ev: EvalRow) -> Check | None:
             detail = (f"the 95% interval holds the target: {ev.samples or 'these'} samples cannot decide it; a mode "
                       f"or an eval set with more items can")
     if ev.condition_differences:
-        detail = "; ".join(filter(None, [detail, "differs from the reference's conditions: "
+        detail = "; ".join(filter(None, [detail, "this run differs from the reference score's measurement in "
                                          + ", ".join(ev.condition_differences)]))
     return Check(name=f"accuracy {ev.task}", category="evals", item=ev.task, required=required,
                  value=ev.value, ci95=ev.ci95, ci_method=ev.ci_method, n=ev.samples, target=ev.target,
