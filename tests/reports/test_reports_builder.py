@@ -250,6 +250,8 @@ def test_html_is_self_contained(make_run):
     for kind in ("throughput-latency", "ttft-distribution", "tpot-distribution", "accuracy"):
         assert f'data-plot="{kind}"' in html
     assert html.count("<circle") >= 3 and 'id="verdict" class="verdict PASS"' in html
+    # results first: the verdict and every result section come before the metadata
+    assert html.index("<h2>Verdict</h2>") < html.index("<h2>Benchmarks</h2>") < html.index("<h2>Metadata</h2>")
 
 
 def test_html_escapes_record_text(make_run):
