@@ -17,7 +17,6 @@ Importing this package is stdlib-only; a workload module is imported when its wo
 """
 from __future__ import annotations
 
-import importlib
 import re
 from dataclasses import dataclass, field
 
@@ -55,11 +54,30 @@ class Measured:
     failed_check: str | None = None              # a check of the workload itself failed (exit 1)
 
 
+def _trace():
+    from benchmarking.workloads import trace
+    return trace
+
+
+def _multi_turn():
+    from benchmarking.workloads import multi_turn
+    return multi_turn
+
+
+def _shared_prefix():
+    from benchmarking.workloads import shared_prefix
+    return shared_prefix
+
+
+#: workload name -> its module, imported when its workload runs (each imports the client).
+REGISTRY = {"trace": _trace, "multi_turn": _multi_turn, "shared_prefix": _shared_prefix}
+
+
 def module(name: str):
     """The module implementing workload ``name`` (one of ``NAMES``)."""
-    if name not in NAMES:
+    if name not in NAMES or name not in REGISTRY:
         raise ValueError(f"workload={name!r}: expected one of {', '.join(NAMES)}")
-    return importlib.import_module(f"benchmarking.workloads.{name}")
+    return REGISTRY[name]()
 
 
 def points(spec: ModelSpec, bench) -> list[Point]:

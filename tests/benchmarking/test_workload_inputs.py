@@ -110,3 +110,11 @@ def test_ttft_ratio_interval_brackets_the_ratio_of_means():
     low, high = ratio_interval(shared, unshared)
     assert low <= (sum(shared) / 5) / (sum(unshared) / 5) <= high and 0.4 < low < high < 0.6
     assert ratio_interval([0.1], unshared) is None
+
+
+def test_every_declared_workload_has_a_module_in_the_registry():
+    from benchmarking.bench_args import WORKLOADS
+    from benchmarking.workloads import REGISTRY, module
+
+    assert set(REGISTRY) == set(WORKLOADS)
+    assert all(hasattr(module(name), "points") and hasattr(module(name), "measure") for name in WORKLOADS)
