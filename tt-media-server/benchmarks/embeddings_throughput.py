@@ -33,6 +33,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import httpx
 import numpy as np
@@ -143,32 +144,48 @@ class Server:
         self.process.wait(10)
 
 
-async def _drive(url: str, texts: list[str], concurrency: int) -> tuple[list[float], int, float]:
+async def drive(url: str, path: str, bodies: list[dict], concurrency: int,
+                check: Callable[[httpx.Response], str | None]) -> tuple[list[float], int, float]:
+    """POST every body to `path` with `concurrency` in flight: (latencies ms of good answers, failed,
+    seconds). `check` returns why an answer is bad (None: good); failures are counted and named,
+    never averaged in."""
     latencies: list[float] = []
     failed = 0
-    queue = list(reversed(texts))
+    queue = list(reversed(bodies))
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
         async def worker() -> None:
             nonlocal failed
             while queue:
-                text = queue.pop()
+                body = queue.pop()
                 started = time.perf_counter()
                 try:
-                    response = await client.post("/v1/embeddings", json={"input": text, "model": MODEL})
-                except httpx.TransportError as error:  # counted and named, never averaged in
+                    response = await client.post(path, json=body)
+                except httpx.TransportError as error:
                     failed += 1
                     print(f"  request failed: {type(error).__name__}: {error}", flush=True)
                     continue
-                if response.status_code != 200 or len(response.json()["data"][0]["embedding"]) != 384:
+                why = check(response)
+                if why:
                     failed += 1
-                    print(f"  request failed: HTTP {response.status_code}: {response.text[:200]}", flush=True)
+                    print(f"  request failed: {why}", flush=True)
                     continue
                 latencies.append((time.perf_counter() - started) * 1000)
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         return latencies, failed, time.perf_counter() - started
+
+
+def _embedding_problem(response: httpx.Response) -> str | None:
+    if response.status_code != 200 or len(response.json()["data"][0]["embedding"]) != 384:
+        return f"HTTP {response.status_code}: {response.text[:200]}"
+    return None
+
+
+async def _drive(url: str, texts: list[str], concurrency: int) -> tuple[list[float], int, float]:
+    return await drive(url, "/v1/embeddings", [{"input": text, "model": MODEL} for text in texts], concurrency,
+                       _embedding_problem)
 
 
 def measure_server(server: Server, batching: bool, concurrency: int, requests: int, offset: int) -> Point:

@@ -31,7 +31,7 @@ SERVER_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SERVER_DIR))
 sys.path.insert(0, str(SERVER_DIR.parent))
 
-from benchmarks.embeddings_throughput import MODEL, Server, percentile, sentences  # noqa: E402
+from benchmarks.embeddings_throughput import MODEL, Server, drive, percentile, sentences  # noqa: E402
 from media_server.embeddings.rerank import cosine_scores  # noqa: E402
 
 
@@ -61,33 +61,14 @@ def requests_of(count: int, documents: int, offset: int) -> list[tuple[str, list
             for i in range(count)]
 
 
-async def _drive(url: str, work: list[tuple[str, list[str]]], concurrency: int) -> tuple[list[float], int, float]:
-    latencies: list[float] = []
-    failed = 0
-    queue = list(reversed(work))
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
-        async def worker() -> None:
-            nonlocal failed
-            while queue:
-                query, documents = queue.pop()
-                started = time.perf_counter()
-                try:
-                    response = await client.post("/v1/rerank", json={"model": MODEL, "query": query,
-                                                                     "documents": documents})
-                except httpx.TransportError as error:  # counted and named, never averaged in
-                    failed += 1
-                    print(f"  request failed: {type(error).__name__}: {error}", flush=True)
-                    continue
-                if response.status_code != 200 or len(response.json()["results"]) != len(documents):
-                    failed += 1
-                    print(f"  request failed: HTTP {response.status_code}: {response.text[:200]}", flush=True)
-                    continue
-                latencies.append((time.perf_counter() - started) * 1000)
+def _drive(url: str, work: list[tuple[str, list[str]]], concurrency: int) -> tuple[list[float], int, float]:
+    def problem(response: httpx.Response) -> str | None:
+        if response.status_code != 200 or len(response.json()["results"]) != len(work[0][1]):
+            return f"HTTP {response.status_code}: {response.text[:200]}"
+        return None
 
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return latencies, failed, time.perf_counter() - started
+    bodies = [{"model": MODEL, "query": query, "documents": documents} for query, documents in work]
+    return asyncio.run(drive(url, "/v1/rerank", bodies, concurrency, problem))
 
 
 def direct_rate(model, work: list[tuple[str, list[str]]], batch: int) -> float:
@@ -129,13 +110,13 @@ def main() -> int:
         try:
             server.wait_ready(300)
             warm = requests_of(4, args.documents, 10**6)
-            asyncio.run(_drive(server.url, warm, 2))
+            _drive(server.url, warm, 2)
             direct_rate(model, warm, 8)
             for index, concurrency in enumerate(args.concurrency):
                 work = requests_of(args.requests, args.documents, index * 10**5)
                 forwards = server.metric("tt_media_server_batch_size_count", "model")
                 texts_sent = server.metric("embedding_batch_texts_sum", "model")
-                latencies, failed, seconds = asyncio.run(_drive(server.url, work, concurrency))
+                latencies, failed, seconds = _drive(server.url, work, concurrency)
                 forwards = server.metric("tt_media_server_batch_size_count", "model") - forwards
                 mean_batch = (server.metric("embedding_batch_texts_sum", "model") - texts_sent) / max(1, forwards)
                 done_docs = len(latencies) * args.documents
