@@ -1,8 +1,8 @@
 """Metric math over per-request records (stdlib only, so the report and tests can reuse it).
 
 Definitions follow vLLM's `bench serve` so our numbers are comparable key for key; each key's
-definition is the description of its field on ``point_record.BenchMetrics``. Percentiles use
-linear interpolation between closest ranks (numpy's default) and std is the population std
+definition is the description of its field on ``records.bench.BenchMetrics``. Percentiles use
+linear interpolation between closest ranks (numpy's default, ``contracts.intervals.percentile``) and std is the population std
 (numpy's default). An empty sample gives null, not 0.0: a point where nothing completed has no
 latency, and a judge must not read 0 ms as a fast answer. Derived figures (throughputs per user,
 decode/prefill, error rate) are computed by the record (``BenchMetrics.derive``), not here.
