@@ -19,7 +19,6 @@ run directory; its numbers are read from its own run directory, the source of tr
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -210,24 +209,20 @@ def build_comparison(settings: CompareSettings, record: ReportRecord, run_dir: P
     if not same:
         comparison.notes.append("the hosts differ (" + "; ".join(comparison.host_differences) + "): the ratios "
                                 "include the host difference")
+    from history.store import headline_metrics
+
+    own = _trend_metrics(headline_metrics(record), None)
     if store is not None:
         ident = spec_identity(record)
         for entry in store.trend(ident.key, fingerprint(mine), until=record.metadata.run_started):
-            if entry.run_id == record.metadata.run_id:
-                continue
-            comparison.trend.append(TrendPoint(entry.run_id, entry.started, entry.verdict, _trend_metrics(
-                entry.metrics)))
-    from history.store import headline_metrics
-
-    comparison.trend.append(TrendPoint(record.metadata.run_id, record.metadata.run_started, None,
-                                       _trend_metrics(headline_metrics(record))))
+            points = _trend_metrics(entry.metrics, set(own))
+            if entry.run_id != record.metadata.run_id and points:  # runs of other points say nothing here
+                comparison.trend.append(TrendPoint(entry.run_id, entry.started, entry.verdict, points))
+    comparison.trend.append(TrendPoint(record.metadata.run_id, record.metadata.run_started, None, own))
     return comparison
 
 
-def _trend_metrics(metrics: dict[str, float]) -> dict[str, float]:
-    return {k: v for k, v in metrics.items() if k.rsplit(" ", 1)[-1] in TREND_METRICS}
-
-
-def describe(settings: CompareSettings) -> str:
-    return json.dumps({"compare_to": settings.requested, "tolerance": settings.tolerance,
-                       "on_regression": settings.on_regression, "any_host": settings.any_host})
+def _trend_metrics(metrics: dict[str, float], keep: set[str] | None) -> dict[str, float]:
+    """The trend's metrics (TREND_METRICS of each point), only those in ``keep`` when given."""
+    return {k: v for k, v in metrics.items()
+            if k.rsplit(" ", 1)[-1] in TREND_METRICS and (keep is None or k in keep)}
