@@ -13,6 +13,7 @@ client could not keep up and the run exits 1, instead of reporting the trace as 
 """
 from __future__ import annotations
 
+import gc
 import math
 
 from benchmarking.prompts import request_body
@@ -73,8 +74,15 @@ def measure(ctx, point: WorkloadPoint, budget_s: float | None, pending_signal) -
                       p.token_len or p.intended_len, r.output_tokens) for p, r in zip(prompts, trace.requests)]
     offsets = [r.at_s for r in trace.requests]
     id_prefix = f"trace-{trace.name}"
-    run = run_point(ctx.client_config(), items, offsets, min(len(items), MAX_IN_FLIGHT), None, budget_s,
-                    id_prefix=id_prefix, stop_on_signals=True, pending_signal=pending_signal)
+    # everything built so far lives until the end: out of the collector's way, so no full collection
+    # over the prompts pauses the loop at a release time
+    gc.collect()
+    gc.freeze()
+    try:
+        run = run_point(ctx.client_config(), items, offsets, min(len(items), MAX_IN_FLIGHT), None, budget_s,
+                        id_prefix=id_prefix, stop_on_signals=True, pending_signal=pending_signal)
+    finally:
+        gc.unfreeze()
     sends: list[float | None] = [None] * len(items)
     done: list[float | None] = [None] * len(items)
     lateness = []
