@@ -29,6 +29,7 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
 
 from benchmarking.bench_args import WORKFLOW_ARG_KEYS, BenchArgs, parse_workflow_args  # noqa: E402
 from records.bench import BenchMetrics, BenchPoint, PointParams  # noqa: E402
+from records.bench_timeline import workload_lines  # noqa: E402
 from contracts.typed_record import RecordError  # noqa: E402
 from contracts.cpu_cost import probe_for_run  # noqa: E402
 from contracts.client_main import BadInput, ClientInvocation, StopSignals, run_client  # noqa: E402
@@ -218,6 +219,8 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     record.write(stem + ".json")  # written last: its presence means done
     for w in warnings:  # after the files: an interrupted point is on disk before anything is said
         _log(f"WARNING {point.stem}: {w}")
+    for line in workload_lines(summary):
+        _log(f"{point.stem}: {line}")
     return record.to_dict()
 
 
