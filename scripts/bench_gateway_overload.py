@@ -102,7 +102,7 @@ class Proc:
 def _wait_http(port: int, path: str, want: int, proc: Proc, what: str, timeout_s: float = 120.0) -> None:
     def probe(_remaining: float) -> None:
         if proc.popen.poll() is not None:
-            raise GaveUp(f"{what} exited ({proc.popen.returncode}): {proc.log.read_text()[-2000:]}")
+            raise SystemExit(f"{what} exited ({proc.popen.returncode}): {proc.log.read_text()[-2000:]}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
                 sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())

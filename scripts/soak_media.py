@@ -63,7 +63,7 @@ def combined_spec(specs):
 def wait_healthy(base_url: str, handle, deadline_s: float) -> None:
     def probe(_remaining: float) -> None:
         if not handle.is_alive():
-            raise GaveUp(f"the media server exited; last lines of its log:\n{handle.log_tail(30)}")
+            raise SystemExit(f"the media server exited; last lines of its log:\n{handle.log_tail(30)}")
         try:
             with urllib.request.urlopen(base_url + "/health", timeout=5) as resp:
                 if resp.status == 200:
@@ -71,7 +71,10 @@ def wait_healthy(base_url: str, handle, deadline_s: float) -> None:
         except OSError as exc:
             raise NotYet(str(exc)) from None
         raise NotYet("not healthy yet")
-    retry("every model of the media server to be healthy", probe, deadline_s=deadline_s, delay_s=2.0)
+    try:
+        retry("every model of the media server to be healthy", probe, deadline_s=deadline_s, delay_s=2.0)
+    except GaveUp as exc:
+        raise SystemExit(f"{exc}; last lines of its log:\n{handle.log_tail(30)}") from None
 
 
 def summarise(run_dir: Path, model: str, code: int) -> dict:
@@ -117,11 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     image_spec = next(s for s in specs if s.model_type == "image")
     weights = ensure_generated(image_spec, cache_root())
     spec = combined_spec(specs)
+    # The image runner's own setting: MODEL_WEIGHTS_PATH would be read by the other runners too.
+    spec = dataclasses.replace(spec, env_vars={**spec.env_vars, "IMAGE_CPU_WEIGHTS_PATH": str(weights)})
     key = secrets.token_urlsafe(24)
     server_dir = out / "server"
     server_dir.mkdir(exist_ok=True)
     launch = ServerLaunch(spec=spec, spec_json_path=spec.write(server_dir / "model_spec.json"), run_dir=server_dir,
-                          service_port=free_port(), api_key=key, weights_dir=weights)
+                          service_port=free_port(), api_key=key)
     client_python = ensure_venv("media-clients").python
     reports_python = ensure_venv("reports").python
     handle = start_server("local", launch)
