@@ -141,6 +141,10 @@ def _measure_sweep_point(ctx: Context, point: Point, budget_s: float | None):
     run = run_point(ctx.client_config(), items, offsets, point.max_concurrency, warm, budget_s,
                     id_prefix=f"tt-{point.isl}-{point.osl}-{point.max_concurrency}", stop_on_signals=True,
                     pending_signal=lambda: ctx.stop.signum)
+    if any(offsets):  # an open loop: each row says how long after its arrival time the request left
+        for rec in run.records:
+            if not rec.warmup:
+                rec.scheduled_time = run.origin + offsets[int(rec.request_id.rsplit("-", 1)[1])]
     return Measured(run=run, prompt_check=check, summary=None)
 
 

@@ -62,3 +62,15 @@ def test_a_point_budget_shorter_than_the_trace_is_refused(tmp_path, tiny_tokeniz
                tiny_tokenizer_dir)
     assert p.returncode == 2 and "point_budget_s=2 ends before the trace does (3 s" in p.stderr
     assert not (tmp_path / "run" / "benchmarks").exists()
+
+
+def test_open_loop_rows_carry_their_lateness(stub_factory, tmp_path, tiny_tokenizer_dir):
+    stub = stub_factory("--ttft-ms", "2", "--itl-ms", "1")
+    for rate, timed in (("20", True), ("inf", False)):
+        run_dir = tmp_path / rate
+        p = _bench(run_dir, stub.url, {"points": "16x2x4x6", "request_rate": rate}, tiny_tokenizer_dir)
+        assert p.returncode == 0, p.stdout + p.stderr
+        rows = [json.loads(line) for line in
+                (run_dir / "benchmarks" / "point_isl-16_osl-2_con-4_n-6.requests.jsonl").read_text().splitlines()]
+        assert len(rows) == 6 and all(("lateness_ms" in r) is timed for r in rows)
+        assert all(r["lateness_ms"] >= 0 for r in rows if timed)
