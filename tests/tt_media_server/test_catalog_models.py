@@ -45,6 +45,13 @@ try:
     resolve_model_dir(ModelSource("x", "example/minilm", "main", ("modules.json", "nope.bin")), str(snapshot))
 except RunnerUnavailable as exc:
     out["lacking"] = str(exc)
+from media_server.devices import DeviceUnavailable, resolve
+out["auto"] = resolve("auto").label
+for value in ("cuda", "cuda:1", "mps", "tpu"):
+    try:
+        out[value] = resolve(value).label
+    except DeviceUnavailable as exc:
+        out[value] = str(exc)
 print(json.dumps(out))
 """
 
@@ -64,6 +71,11 @@ def test_every_documented_model_fails_offline_with_one_line_naming_what_is_missi
         assert "\n" not in line and line.startswith(f"{name} (") and "@" in line, line
         assert "missing" in line and "AUTO_DOWNLOAD_MODELS=0" in line and "download_models.py" in line, line
     assert out["cached"] == out["snapshot"]
+    # MODEL_DEVICE on a host without CUDA or MPS: auto is the CPU, an absent device one line naming it.
+    assert out["auto"] == "cpu"
+    assert out["cuda"].startswith("MODEL_DEVICE=cuda: torch sees 0 CUDA device(s)")
+    assert out["cuda:1"].startswith("MODEL_DEVICE=cuda:1:") and out["mps"].startswith("MODEL_DEVICE=mps: torch sees no MPS")
+    assert "must be one of auto, cpu, mps, cuda, cuda:<idx>" in out["tpu"]
     assert "lacks nope.bin" in out["lacking"] and "modules.json" not in out["lacking"].split("lacks")[1]
 
 

@@ -81,6 +81,11 @@ def test_a_sent_request_id_is_echoed_in_header_error_body_and_log(server, client
     assert re.search(r"POST /v1/embeddings -> 200 in [0-9.]+ ms request_id=client-abc.1", log), log[-2000:]
 
 
+def test_models_say_device_dimension_and_context(client):
+    card = client.get("/v1/models").json()["data"][0]
+    assert card["id"] == MODEL and card["device"] == "cpu" and card["dimension"] == 384 and card["max_tokens"] == 256
+
+
 def test_a_missing_or_malformed_request_id_is_generated(client):
     first = client.get("/v1/models")
     second = client.get("/v1/models", headers={"X-Request-ID": "bad id with spaces"})

@@ -31,13 +31,22 @@ async def health(request: Request) -> JSONResponse:
 
 @router.get("/v1/models", tags=["models"], dependencies=[Depends(require_api_key)])
 async def list_models(request: Request) -> JSONResponse:
-    """The served models with their kind (image, cnn, audio, embedding, text) and readiness."""
+    """The served models with their kind (image, cnn, audio, embedding, rerank, text), device and readiness."""
     created = int(request.app.state.started_at)
     data = [{"id": pool.model_id, "object": "model", "created": created, "owned_by": "tt-media-server",
              "kind": pool.kind, "runner": pool.runner_name, "ready": pool.is_ready,
-             **pool.runner_cls.model_card(pool.model_id)}
+             "device": _device_of(pool), **pool.runner_cls.model_card(pool.model_id)}
             for pool in scheduler_of(request).pools.values()]
     return JSONResponse({"object": "list", "data": data})
+
+
+def _device_of(pool) -> str:
+    """What serves the model, for runners whose card does not say: a Tenstorrent device group for
+    the tt-*/forge runners (their worker's devices), the CPU for the rest (the device-aware runners'
+    cards say cuda/mps/cpu themselves, from MODEL_DEVICE)."""
+    if pool.runner_name.startswith(("tt-", "forge")):
+        return "tenstorrent " + ",".join(worker.group.label for worker in pool.workers)
+    return "cpu"
 
 
 class MetricsDisabled(MediaError):
