@@ -17,7 +17,7 @@ from typing import Callable
 import httpx
 import pytest
 
-from contracts.retry import GaveUp, NotYet, retry
+from contracts.retry import GaveUp, NotYet, retry, wait_http_ok
 from tests.helpers import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -140,20 +140,15 @@ def start_media_server(env: dict[str, str], log_path: Path, *, wait_ready: bool 
     if not wait_ready:
         return handle
 
-    def healthy(_remaining_s: float) -> None:
+    def not_exited() -> None:
         if process.poll() is not None:
             handle.stop()
             raise AssertionError(f"media server exited with {process.returncode} before ready:\n"
                                  f"{handle.log()[-3000:]}")
-        try:
-            status = httpx.get(handle.base_url + "/health", timeout=2).status_code
-        except httpx.HTTPError as exc:
-            raise NotYet(str(exc)) from None
-        if status != 200:
-            raise NotYet(f"HTTP {status}")
 
     try:
-        retry("the media server to answer /health with 200", healthy, deadline_s=ready_timeout)
+        wait_http_ok("the media server to answer /health with 200", handle.base_url + "/health",
+                     deadline_s=ready_timeout, alive_check=not_exited)
     except GaveUp:
         handle.stop()
         raise AssertionError(f"media server not healthy within {ready_timeout} s:\n{handle.log()[-3000:]}") from None
