@@ -16,6 +16,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarking.server_state import ServerStateSampler  # noqa: E402
 from contracts.model_spec import ModelSpec  # noqa: E402
 from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper  # noqa: E402
 from media_clients.load import run_point  # noqa: E402
@@ -70,7 +71,12 @@ def run(run: ClientRun) -> int:
         if run.stop.is_set():
             break
         workload = workload_for(run.kind, planned.params)
-        point = run_point(run, workload, planned.concurrency, planned.num_requests, planned.source)
+        sampler = ServerStateSampler(run.invocation.server_url, run.invocation.api_key).start()
+        try:
+            point = run_point(run, workload, planned.concurrency, planned.num_requests, planned.source)
+        finally:
+            state = sampler.stop()  # the server's queue and batches over the same seconds
+        point.server_state = state
         path = point.write(out / point_file_name(run.kind, planned.concurrency))
         written.append(path)
         figures = ", ".join(f"{k} {v:g}" for k, v in point.figures.items() if v is not None)

@@ -90,6 +90,10 @@ class MediaPoint(TypedRecord):
                                "logs on each line of that request), ms (end-to-end latency), status (HTTP status, "
                                "null when none came), error_class (null when it succeeded).", factory=list)
     interrupted: str | None = described("Signal that stopped the point early, if any.", None)
+    server_state: dict | None = described(
+        "The server's /metrics sampled about once a second during the point (benchmarking/server_state.py): "
+        "t_s since the point started and queue_depth (requests waiting in the media server's queue) and "
+        "mean_batch_size (requests per batch formed in each interval), as the server exposes them.", None)
     work_units: float | None = described("Units of work the point completed, in cost_unit: items (images, "
                                          "classified images, embedded inputs) or seconds of audio.", None)
     cost_unit: str = described("What one unit of work is: item, or audio_s (one second of audio).", "item")

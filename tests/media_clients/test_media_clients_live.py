@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from records.media import MediaPoint
-from tests.helpers import free_port
+from tests.helpers import free_port, write_model_spec
 
 REPO = Path(__file__).resolve().parents[2]
 MEDIA_PYTHON = REPO / ".workflow_venvs" / "media-server" / "bin" / "python"
@@ -49,13 +49,12 @@ def mock_cnn_server(tmp_path_factory):
 
 
 def _spec(tmp_path: Path) -> Path:
-    spec = {"model_id": "id_tt-media_tiny-cnn_cpu", "model_name": "tiny-cnn", "served_model_name": "tiny-cnn",
-            "model_type": "cnn", "engine": "media", "status": "FUNCTIONAL", "readiness_timeout_s": 60,
-            "device_model_spec": {"max_concurrency": 2, "perf_reference": [
-                {"isl": 0, "osl": 0, "max_concurrency": 2, "num_prompts": 6, "task_type": "cnn", "targets": {}}]}}
-    path = tmp_path / "model_spec.json"
-    path.write_text(json.dumps(spec))
-    return path
+    return write_model_spec(tmp_path / "model_spec.json", model_id="id_tt-media_tiny-cnn_cpu",
+                            model_name="tiny-cnn", served_model_name="tiny-cnn", model_type="cnn", engine="media",
+                            status="FUNCTIONAL", readiness_timeout_s=60,
+                            device_model_spec={"max_concurrency": 2, "perf_reference": [
+                                {"isl": 0, "osl": 0, "max_concurrency": 2, "num_prompts": 6, "task_type": "cnn",
+                                 "targets": {}}]})
 
 
 def _client(script: str, base: str, tmp_path: Path, args: dict | None = None) -> subprocess.CompletedProcess:
@@ -85,6 +84,8 @@ def test_readiness_then_clients_write_their_records(mock_cnn_server, tmp_path):
     point = MediaPoint.read(tmp_path / "benchmarks" / "media_point_cnn_con-2.json")
     assert (point.completed, point.failed, point.source) == (4, 0, "perf_reference")
     assert point.figures["items_per_s"] > 0
+    # the server's queue sampled beside the point (its /metrics, about once a second)
+    assert point.server_state["samples"] >= 1 and "queue_depth" in point.server_state["series"], point.server_state
     outputs = json.loads((tmp_path / "benchmarks" / "outputs.json").read_text())["outputs"]
     assert "benchmarks/media_point_cnn_con-2.json" in outputs
 
@@ -126,8 +127,7 @@ def test_a_wrong_key_fails_every_request_and_is_counted(mock_cnn_server, tmp_pat
 
 
 def test_bad_input_exits_2(tmp_path, mock_cnn_server):
-    spec = tmp_path / "model_spec.json"
-    spec.write_text(json.dumps({"model_type": "LLM"}))
+    spec = write_model_spec(tmp_path / "model_spec.json", model_type="LLM")  # a text model: no media variant
     done = subprocess.run([str(CLIENT_PYTHON), str(REPO / "media_clients" / "run_media_tests.py"), "--run-dir",
                            str(tmp_path), "--model-spec-json", str(spec), "--server-url", "http://127.0.0.1:9"],
                           capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
