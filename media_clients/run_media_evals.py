@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Media evals client: one accuracy check per kind, written as an eval record (``tt-eval-record/1``).
 
-- speech: word error rate of the transcripts of the espeak-ng sentence set (scored as 1 - WER);
+- speech: word error rate of the transcripts of the espeak-ng sentence set (scored as 1 - WER), and,
+  when the spec allows preprocessing, speaker diarization: DER on two- and three-speaker espeak-ng
+  conversations and the share of speaker counts found (``diarization_eval.py``);
 - cnn: top-5 on scikit-image's cat and coffee photos;
 - embedding: retrieval sanity, paraphrases rank above unrelated sentences;
 - image: PNG of the requested size, seeded determinism (the same seed gives the same image);
@@ -23,7 +25,7 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
 
 from contracts.intervals import Interval, bootstrap_ratio, decide, exact  # noqa: E402
 from records.evals import STATUS_ERROR, STATUS_FAILED, AccuracyCheck, EvalRecord  # noqa: E402
-from media_clients import data, scoring  # noqa: E402
+from media_clients import data, diarization_eval, scoring  # noqa: E402
 from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper  # noqa: E402
 from media_clients.eval_references import Reference, reference_for  # noqa: E402
 from media_clients.vision import eval_checks  # noqa: E402
@@ -164,37 +166,70 @@ def condition_differences(reference: dict[str, str], now: dict[str, str]) -> lis
 
 def run(run: ClientRun) -> int:
     ref = reference_for(run.kind, run.spec.model_name)
-    task_dir = run.out_dir("evals") / ref.task
-    task_dir.mkdir(parents=True, exist_ok=True)
     command = shlex.join([sys.executable, "media_clients/run_media_evals.py", "--model-spec-json",
                           "RUN_DIR/model_spec.json", "--server-url", run.http.base_url])
+    items: list[Any] = []
+    error = None
+    try:
+        value, samples, items = EVALS[run.kind](run)
+    except (EvalError, data.DataUnavailable) as exc:
+        error = str(exc)
+    records = [write_record(run, ref, command, None if error else (value, samples, items,
+                                                                   score_interval(run.kind, ref, value, items)),
+                            error, conditions=True)]
+    if run.kind == "speech":
+        records += diarization_records(run, command)
+    run.write_outputs("evals", [path for pair in records for path in pair[1:]])
+    # Inconclusive does not fail the step: the release verdict decides what an undecided score means.
+    return EXIT_FAILED if any(status in (STATUS_FAILED, STATUS_ERROR) for status, *_ in records) else EXIT_OK
+
+
+def write_record(run: ClientRun, ref: Reference, command: str, scored: tuple | None, error: str | None,
+                 conditions: bool = False) -> tuple[str, Path, Path]:
+    """One eval record (and its items) for `ref`: judged on its interval, or an error; (status, paths)."""
+    task_dir = run.out_dir("evals") / ref.task
+    task_dir.mkdir(parents=True, exist_ok=True)
     record = EvalRecord(model_id=run.model_id, task=ref.task, metric=ref.metric, mode=run.mode,
                         lm_eval_command=command, reference_score=ref.score, reference_source=ref.source,
                         tolerance=ref.tolerance)
     items: list[Any] = []
-    try:
-        value, samples, items = EVALS[run.kind](run)
-    except (EvalError, data.DataUnavailable) as exc:
-        record.status, record.error = STATUS_ERROR, str(exc)
-        log(f"{ref.task}: error: {exc}")
+    if scored is None:
+        record.status, record.error = STATUS_ERROR, error
+        log(f"{ref.task}: error: {error}")
     else:
+        value, samples, items, interval = scored
         record.value, record.samples = round(value, 6), samples
-        interval = score_interval(run.kind, ref, value, items)
         decision = decide(interval, ref.target, higher_is_better=True)
         record.apply(AccuracyCheck(ref.score, ref.score, ref.tolerance, ref.target, interval, decision,
                                    round(value / ref.score, 6) if ref.score else None, None))
-        record.reference_conditions = dict(ref.conditions)
-        record.condition_differences = condition_differences(ref.conditions, current_conditions(run, ref))
+        if conditions:
+            record.reference_conditions = dict(ref.conditions)
+            record.condition_differences = condition_differences(ref.conditions, current_conditions(run, ref))
         for line in record.condition_differences:
             log(f"{ref.task}: this run differs from the reference score's measurement: {line}")
         log(f"{ref.task}: {value:.4f} (95% CI {interval.low:.4f}..{interval.high:.4f}, n={samples}; target "
             f"{ref.target:g} = reference {ref.score:g} * (1 - {ref.tolerance:g})) -> {record.status}")
     items_path = task_dir / "items.json"
     items_path.write_text(json.dumps({"task": ref.task, "items": items}, indent=2) + "\n")
-    record_path = record.write(task_dir / "eval_record.json")
-    run.write_outputs("evals", [record_path, items_path])
-    # Inconclusive does not fail the step: the release verdict decides what an undecided score means.
-    return EXIT_FAILED if record.status in (STATUS_FAILED, STATUS_ERROR) else EXIT_OK
+    return str(record.status), record.write(task_dir / "eval_record.json"), items_path
+
+
+def diarization_records(run: ClientRun, command: str) -> list[tuple[str, Path, Path]]:
+    """DER (two and three speakers) and speaker-count records, when the spec allows preprocessing."""
+    if not diarization_eval.preprocessing_allowed(run.spec.env_vars):
+        log("speech diarization evals: not run, the spec sets ALLOW_AUDIO_PREPROCESSING=false")
+        return []
+    try:
+        outcomes = diarization_eval.evaluate(run.http, run.served_model_name, run.mode)
+    except (diarization_eval.DiarizationEvalError, data.DataUnavailable) as exc:
+        return [write_record(run, ref, command, None, str(exc))
+                for ref in (diarization_eval.TWO, diarization_eval.THREE, diarization_eval.COUNT)]
+    for item in outcomes[-1].items:
+        log(f"{item['conversation']}: {item['speakers_found']}/{item['speakers']} speakers, DER {item['der']:.3f} "
+            f"(missed {item['missed_seconds']:.2f} s, false alarm {item['false_alarm_seconds']:.2f} s, confusion "
+            f"{item['confusion_seconds']:.2f} s of {item['reference_seconds']:.1f} s)")
+    return [write_record(run, o.reference, command, (o.value, o.samples, o.items, o.interval), None)
+            for o in outcomes]
 
 
 def main(argv: list[str] | None = None) -> int:

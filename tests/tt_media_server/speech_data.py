@@ -36,3 +36,39 @@ def speech_set():
         pytest.skip(message)
     return module.ensure_speech_data()
 
+
+
+def diarization_data_module():
+    """scripts/make_diarization_data.py (espeak-ng conversations with known speaker turns)."""
+    speech_data_module()  # it imports make_speech_data's helpers by name
+    name = "make_diarization_data"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / "make_diarization_data.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+#: A two-voice conversation nobody in the project recorded: voices and lines that the evaluation set
+#: (make_diarization_data.CONVERSATIONS) does not use, with pauses and two short overlaps.
+HELD_OUT_VOICES = {"A": "en-gb-x-rp+m5", "B": "en-us+f1"}
+HELD_OUT_LINES = (
+    ("A", "Hi, is this the help desk for the new phone system?", 0.0),
+    ("B", "Yes it is, how can I help you today?", 0.7),
+    ("A", "My phone shows no dial tone since this morning.", 0.5),
+    ("B", "Let me check your line, can you read me the number on the back?", -0.25),
+    ("A", "It says four five six, seven eight nine.", 0.9),
+    ("B", "Thanks, I see the problem, your line was switched off by mistake.", 0.6),
+    ("A", "Oh, that explains it, can you turn it back on?", -0.3),
+    ("B", "Done, please try to make a call now.", 0.8),
+)
+
+
+def held_out_conversation(directory: Path):
+    """The held-out conversation synthesized into `directory` (skips like speech_set without the tools)."""
+    speech_set()
+    module = diarization_data_module()
+    spec = module.ConversationSpec("held_out", dict(HELD_OUT_VOICES),
+                                   tuple(module.LineSpec(s, t, g) for s, t, g in HELD_OUT_LINES))
+    return module.build_conversation(spec, directory)

@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import subprocess
 import sys
 
 import pytest
 
-from tests.tt_media_server.conftest import SERVER_DIR, run_server_command, start_media_server
+from tests.tt_media_server.conftest import SERVER_DIR, media_python, run_server_command, start_media_server
 from media_clients.scoring import word_error_rate
-from tests.tt_media_server.speech_data import speech_set
+from tests.tt_media_server.speech_data import held_out_conversation, speech_set
 
 if str(SERVER_DIR) not in sys.path:
     sys.path.insert(0, str(SERVER_DIR))
 from media_server.speech.streaming import parse_sse  # noqa: E402
+from media_clients.diarization_scoring import Span, boundary_errors, score, speaker_changes  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -203,3 +205,84 @@ def test_unavailable_whisper_runner_fails_start_up_with_one_line(runner, expecte
     last_line = result.stderr.strip().splitlines()[-1]
     assert last_line.startswith("tt-media-server: cannot start:") and expected in last_line, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
+
+
+# --- preprocessing: VAD + speaker diarization --------------------------------------------------
+# The held-out conversation scores DER 0.01-0.04 here (collar 0.25 s; ~0.10 with no collar, where
+# Whisper's word times decide every boundary), every turn change answered within 0.7 s (the late
+# ones start in an overlap: Whisper times the newcomer's first word after the other voice stops).
+# The bars: two speakers, DER <= 0.15 (the goal), no turn change missed by more than a second (a
+# word); a diarizer that finds one speaker, or labels at random, scores ~0.5 and misses most turns.
+HELD_OUT_DER = 0.15
+TURN_TOLERANCE_S = 1.0
+
+
+@pytest.fixture(scope="module")
+def conversation(tmp_path_factory):
+    return held_out_conversation(tmp_path_factory.mktemp("held_out"))
+
+
+def _spans(segments: list[dict]) -> list[Span]:
+    return [Span(s["speaker"], s["start"], s["end"]) for s in segments]
+
+
+def test_diarized_json_of_an_unrecorded_conversation_has_both_speakers_at_their_turns(client, conversation):
+    response = _post(client, URL, conversation.wav, response_format="diarized_json", model=MODEL)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    segments = body["segments"]
+    assert {s["type"] for s in segments} == {"transcript.text.segment"}
+    assert len({s["speaker"] for s in segments}) == 2, segments
+    assert all(0 <= s["start"] <= s["end"] <= conversation.duration_seconds + 0.01 for s in segments)
+    reference = [Span(t.speaker, t.start, t.end) for t in conversation.turns]
+    result = score(reference, _spans(segments), collar=0.25)
+    missed, _ = boundary_errors(speaker_changes(reference), speaker_changes(_spans(segments)), TURN_TOLERANCE_S)
+    print(f"held-out conversation: DER {result.der:.3f} {result.as_dict()}, missed turn changes {missed}; "
+          f"reference changes {speaker_changes(reference)}, answered {speaker_changes(_spans(segments))}")
+    assert result.der <= HELD_OUT_DER, result.as_dict()
+    assert missed == 0
+    spoken = " ".join(t.text for t in conversation.turns)
+    assert word_error_rate(spoken, body["text"]) < 0.5  # the words are there too (overlaps cost some)
+
+
+def test_legacy_route_honours_is_preprocessing_enabled(client, conversation):
+    labelled = _post(client, "/audio/transcriptions", conversation.wav, response_format="verbose_json",
+                     is_preprocessing_enabled="true", num_speakers="2").json()
+    assert {s["speaker"] for s in labelled["segments"]} == {"A", "B"}
+    plain = _post(client, "/audio/transcriptions", conversation.wav, response_format="verbose_json").json()
+    assert plain["segments"] and not any("speaker" in s for s in plain["segments"])  # off: unchanged
+    streamed = client.post("/audio/transcriptions", json={
+        "file": base64.b64encode(conversation.wav.read_bytes()).decode(), "stream": True,
+        "is_preprocessing_enabled": True, "max_speakers": 3})
+    events = parse_sse(streamed.text)
+    deltas = [e for e in events if e["type"] == "transcript.text.delta"]
+    assert deltas and all(d["speaker"] in ("A", "B", "C") for d in deltas)
+    assert len({d["speaker"] for d in deltas}) >= 2
+    assert events[-1]["type"] == "transcript.text.done" and events[-1]["text"] == "".join(d["delta"] for d in deltas)
+    _error(_post(client, URL, conversation.wav, is_preprocessing_enabled="true", min_speakers="3",
+                 max_speakers="2"), 400, "min_speakers")
+
+
+def test_preprocessing_asked_while_not_allowed_is_a_400_saying_so():
+    """ALLOW_AUDIO_PREPROCESSING=false: the refusal comes before any audio is decoded or queued, so the
+    app answers it without workers (in-process, no server start)."""
+    script = (
+        "from fastapi.testclient import TestClient\n"
+        "from media_server.app import create_app\n"
+        "client = TestClient(create_app())\n"
+        "for data in ({'response_format': 'diarized_json'}, {'is_preprocessing_enabled': 'true'}):\n"
+        "    r = client.post('/v1/audio/transcriptions', data=data, files={'file': ('a.wav', b'RIFF')},\n"
+        "                    headers={'Authorization': 'Bearer k'})\n"
+        "    print(r.status_code, r.json()['error']['message'])\n"
+        "r = client.post('/audio/transcriptions', json={'file': 'UklGRg==', 'is_preprocessing_enabled': True},\n"
+        "                headers={'Authorization': 'Bearer k'})\n"
+        "print(r.status_code, r.json()['error']['message'])\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MOCK_", "MODEL", "DEVICE", "API_KEY"))}
+    env.update({"MODEL": "whisper-tiny.en", "API_KEY": "k", "ALLOW_AUDIO_PREPROCESSING": "false"})
+    done = subprocess.run([str(media_python()), "-c", script], cwd=SERVER_DIR, capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 3, done.stdout
+    for line in lines:
+        assert line.startswith("400 ") and "ALLOW_AUDIO_PREPROCESSING=false" in line, line

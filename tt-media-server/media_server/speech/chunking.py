@@ -15,22 +15,30 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from media_server.speech.records import Segment, Transcript
+from media_server.speech.records import Segment, Transcript, Word
 
 SAMPLE_RATE = 16_000
 MAX_CHUNK_SECONDS = 30.0
 MIN_CHUNK_SECONDS = 10.0
 SEARCH_SECONDS = 2.0
 FRAME_SECONDS = 0.05
+#: Silence put between the speech pieces of one chunk (preprocessing joins the speech the VAD found).
+PIECE_GAP_SECONDS = 0.3
 
 
 @dataclass(frozen=True)
 class AudioChunk:
-    """One piece of the audio: samples [start, end) at SAMPLE_RATE, and its place in the order."""
+    """One piece of the audio: samples [start, end) at SAMPLE_RATE, and its place in the order.
+
+    With `pieces` (the speech regions a VAD found, each [start, end) of the whole audio), the chunk
+    is those pieces joined with PIECE_GAP_SECONDS of silence between them: the silence of the upload
+    is never sent, and `to_absolute` maps a time in the chunk back to the upload's timeline.
+    """
 
     index: int
     start: int
     end: int
+    pieces: tuple[tuple[int, int], ...] = ()
 
     @property
     def offset_seconds(self) -> float:
@@ -38,7 +46,38 @@ class AudioChunk:
 
     @property
     def duration_seconds(self) -> float:
-        return (self.end - self.start) / SAMPLE_RATE
+        if not self.pieces:
+            return (self.end - self.start) / SAMPLE_RATE
+        gap = int(PIECE_GAP_SECONDS * SAMPLE_RATE)
+        return (sum(end - start for start, end in self.pieces) + gap * (len(self.pieces) - 1)) / SAMPLE_RATE
+
+    def samples_of(self, samples: np.ndarray) -> np.ndarray:
+        """The samples the worker transcribes for this chunk."""
+        if not self.pieces:
+            return samples[self.start:self.end]
+        gap = np.zeros(int(PIECE_GAP_SECONDS * SAMPLE_RATE), dtype=samples.dtype)
+        parts: list[np.ndarray] = []
+        for start, end in self.pieces:
+            if parts:
+                parts.append(gap)
+            parts.append(samples[start:end])
+        return np.concatenate(parts)
+
+    def to_absolute(self, seconds: float) -> float:
+        """A time in this chunk's samples -> the same moment in the whole audio (a time in a gap
+        between pieces goes to the end of the piece before it)."""
+        if not self.pieces:
+            return self.offset_seconds + seconds
+        gap = PIECE_GAP_SECONDS
+        position = 0.0
+        for start, end in self.pieces:
+            length = (end - start) / SAMPLE_RATE
+            if seconds <= position + length:
+                return start / SAMPLE_RATE + max(0.0, seconds - position)
+            if seconds <= position + length + gap:
+                return end / SAMPLE_RATE
+            position += length + gap
+        return self.pieces[-1][1] / SAMPLE_RATE
 
 
 def chunk_seconds_for(duration_seconds: float, worker_count: int) -> float:
@@ -88,8 +127,23 @@ def place_segments(chunk: AudioChunk, segments: list[Segment], first_id: int) ->
         start = min(max(0.0, segment.start), limit)
         end = min(max(start, segment.end), limit)
         clamped = Segment.from_dict({**segment.to_dict(), "start": start, "end": end})
-        placed.append(clamped.shifted(chunk.offset_seconds, first_id + position))
+        if chunk.pieces:
+            placed.append(_mapped(chunk, clamped, limit, first_id + position))
+        else:
+            placed.append(clamped.shifted(chunk.offset_seconds, first_id + position))
     return placed
+
+
+def _mapped(chunk: AudioChunk, segment: Segment, limit: float, new_id: int) -> Segment:
+    """A segment of a chunk of joined pieces, its times (and its words') mapped to the whole audio."""
+    def absolute(seconds: float) -> float:
+        return chunk.to_absolute(min(max(0.0, seconds), limit))
+
+    words = [Word.from_dict({**word.to_dict(), "start": absolute(word.start), "end": absolute(word.end)})
+             for word in segment.words]
+    data = {**segment.to_dict(), "id": new_id, "start": absolute(segment.start), "end": absolute(segment.end),
+            "words": [word.to_dict() for word in words]}
+    return Segment.from_dict(data)
 
 
 def join_transcripts(chunks: list[AudioChunk], parts: list[Transcript], duration_seconds: float) -> Transcript:

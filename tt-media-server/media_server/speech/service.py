@@ -67,7 +67,7 @@ def _chunk_deadline(scheduler: Scheduler, job: TranscriptionJob, chunk: AudioChu
 async def _run_chunk(scheduler: Scheduler, job: TranscriptionJob, chunk: AudioChunk,
                      sink: asyncio.Queue | None = None) -> Transcript:
     """Transcribe one chunk; segments also go to `sink` as they arrive (streaming)."""
-    payload = {"samples": job.samples[chunk.start:chunk.end], "options": job.options.to_dict()}
+    payload = {"samples": chunk.samples_of(job.samples), "options": job.options.to_dict()}
     segments: list[Segment] = []
     language = job.options.language or "en"
     async for event in scheduler.stream(job.model_id, KIND, payload, _chunk_deadline(scheduler, job, chunk)):

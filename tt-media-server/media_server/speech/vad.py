@@ -2,12 +2,12 @@
 
 Why: Whisper spends a full encoder pass on every 30 s window, silent or not, and on silence it
 is prone to inventing text. Silero VAD (the ONNX model faster-whisper ships in its wheel, run by
-onnxruntime) finds the speech; long silences between speech regions are then never sent to a
-worker, and long speech is split at its pauses rather than at a fixed length.
+onnxruntime) finds the speech; only the speech is sent to the workers, packed into chunks of up
+to 30 s, and long speech is split at its pauses rather than at a fixed length.
 
-Every chunk keeps its place in the original audio (``AudioChunk.start``), so segment timestamps
-stay absolute: the joined transcript says when a word was spoken in the upload, not in the
-trimmed audio. The planning (``plan_speech_chunks``) is pure and tested alone; only
+Every chunk knows where its pieces sit in the original audio (``AudioChunk.pieces``), so segment
+and word timestamps stay absolute: the joined transcript says when a word was spoken in the
+upload, not in the trimmed audio. The planning (``plan_speech_chunks``) is pure and tested alone; only
 ``detect_speech`` needs the model.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from media_server.speech.chunking import SAMPLE_RATE, AudioChunk, plan_chunks
+from media_server.speech.chunking import PIECE_GAP_SECONDS, SAMPLE_RATE, AudioChunk, plan_chunks
 
 
 @dataclass(frozen=True)
@@ -63,27 +63,39 @@ def detect_speech(samples: np.ndarray, parameters: VadParameters = VadParameters
     return regions
 
 
-def plan_speech_chunks(samples: np.ndarray, regions: list[SpeechRegion], chunk_seconds: float,
-                       merge_gap_seconds: float = 1.0) -> list[AudioChunk]:
-    """Chunks covering the speech only, each at most `chunk_seconds` long.
+def plan_speech_chunks(samples: np.ndarray, regions: list[SpeechRegion], chunk_seconds: float) -> list[AudioChunk]:
+    """Chunks of speech only, each at most `chunk_seconds` of samples sent.
 
-    Neighbouring regions closer than `merge_gap_seconds` share a chunk (Whisper keeps the context
-    of a sentence across a short pause, and every chunk costs a call); a longer pause, or a chunk
-    that would grow past `chunk_seconds`, starts a new one. A single region longer than
-    `chunk_seconds` is cut at its quietest points like any long audio.
+    Consecutive speech regions are packed into one chunk, joined with PIECE_GAP_SECONDS of silence
+    (whatever the pause between them was), until the next would make it longer than
+    `chunk_seconds`: Whisper pads every call to 30 s, so five short sentences cost one call, not
+    five, and an hour of silence costs nothing. A region longer than `chunk_seconds` on its own is
+    cut at its quietest points into contiguous chunks like any long audio.
     """
     target = int(chunk_seconds * SAMPLE_RATE)
-    gap = int(merge_gap_seconds * SAMPLE_RATE)
-    spans: list[tuple[int, int]] = []
-    for region in regions:
-        if spans and region.start - spans[-1][1] <= gap and region.end - spans[-1][0] <= target:
-            spans[-1] = (spans[-1][0], region.end)
-        else:
-            spans.append((region.start, region.end))
+    gap = int(PIECE_GAP_SECONDS * SAMPLE_RATE)
     chunks: list[AudioChunk] = []
-    for start, end in spans:
-        for piece in plan_chunks(samples[start:end], chunk_seconds):
-            chunks.append(AudioChunk(len(chunks), start + piece.start, start + piece.end))
+    pending: list[tuple[int, int]] = []
+    pending_length = 0
+
+    def flush() -> None:
+        nonlocal pending, pending_length
+        if pending:
+            chunks.append(AudioChunk(len(chunks), pending[0][0], pending[-1][1], pieces=tuple(pending)))
+        pending, pending_length = [], 0
+
+    for region in regions:
+        length = region.end - region.start
+        if length > target:
+            flush()
+            for piece in plan_chunks(samples[region.start:region.end], chunk_seconds):
+                chunks.append(AudioChunk(len(chunks), region.start + piece.start, region.start + piece.end))
+            continue
+        if pending and pending_length + gap + length > target:
+            flush()
+        pending_length += (gap if pending else 0) + length
+        pending.append((region.start, region.end))
+    flush()
     return chunks
 
 

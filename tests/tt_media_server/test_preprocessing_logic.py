@@ -1,0 +1,187 @@
+"""Unit tests of speech preprocessing that need no model: VAD chunk planning, speaker counts and
+labels, segments cut at speaker changes, diarized_json and the streamed speaker events, the pyannote
+annotation reader (fed a named fake annotation: the real pipeline's weights are on the Hub)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+MEDIA_ROOT = Path(__file__).resolve().parents[2] / "tt-media-server"
+if str(MEDIA_ROOT) not in sys.path:
+    sys.path.insert(0, str(MEDIA_ROOT))
+
+from media_server.speech import formats  # noqa: E402
+from media_server.speech.chunking import PIECE_GAP_SECONDS, SAMPLE_RATE as SR, join_transcripts  # noqa: E402
+from media_server.speech.diarization import (SpeakerCount, SpeakerTurn, relabel_in_order, speaker_at,  # noqa: E402
+                                             speaker_label, split_by_speaker)
+from media_server.speech.diarize_pyannote import annotation_turns  # noqa: E402
+from media_server.speech.records import Segment, Transcript, Word  # noqa: E402
+from media_server.speech.streaming import TranscriptStream, parse_sse  # noqa: E402
+from media_server.speech.vad import SpeechRegion, plan_speech_chunks  # noqa: E402
+
+
+def _regions(*spans: tuple[float, float]) -> list[SpeechRegion]:
+    return [SpeechRegion(int(a * SR), int(b * SR)) for a, b in spans]
+
+
+def test_speech_chunks_skip_long_silences_and_keep_absolute_offsets():
+    samples = np.arange(120 * SR, dtype=np.float32)  # sample i holds i: what is sent can be checked
+    regions = _regions((1.0, 4.0), (4.5, 8.0), (60.0, 70.0), (110.0, 112.0), (112.5, 114.0))
+    chunks = plan_speech_chunks(samples, regions, chunk_seconds=18.0)
+    # packed up to 18 s of samples sent; the 52 s and 40 s silences are never sent
+    assert [[(a / SR, b / SR) for a, b in c.pieces] for c in chunks] == [
+        [(1.0, 4.0), (4.5, 8.0), (60.0, 70.0)], [(110.0, 112.0), (112.5, 114.0)]]
+    gap = PIECE_GAP_SECONDS
+    assert chunks[0].duration_seconds == pytest.approx(3.0 + gap + 3.5 + gap + 10.0)
+    sent = chunks[0].samples_of(samples)
+    assert len(sent) == int(round(chunks[0].duration_seconds * SR))
+    assert sent[0] == 1.0 * SR and sent[3 * SR] == 0.0 and sent[int((3.0 + gap) * SR)] == 4.5 * SR
+    # times in the chunk map back to the upload's timeline
+    assert chunks[0].to_absolute(0.5) == pytest.approx(1.5)
+    assert chunks[0].to_absolute(3.0 + gap / 2) == pytest.approx(4.0)  # in a gap: the end of the piece before
+    assert chunks[0].to_absolute(3.0 + gap + 3.5 + gap + 2.0) == pytest.approx(62.0)
+    part = Transcript("en", chunks[0].duration_seconds, [
+        Segment(0, 0.5, 2.0, " hello", words=[Word(" hello", 0.5, 2.0)]),
+        Segment(1, 3.0 + 2 * gap + 3.5 + 1.0, 3.0 + 2 * gap + 3.5 + 4.0, " there")])
+    joined = join_transcripts(chunks, [part, Transcript("en", 1.0, [])], 120.0)
+    assert [(s.start, s.end) for s in joined.segments] == [(pytest.approx(1.5), pytest.approx(3.0)),
+                                                          (pytest.approx(61.0), pytest.approx(64.0))]
+    assert (joined.segments[0].words[0].start, joined.segments[0].words[0].end) == (pytest.approx(1.5),
+                                                                                    pytest.approx(3.0))
+
+
+def test_a_long_speech_region_is_cut_below_the_chunk_length():
+    rng = np.random.default_rng(0)
+    samples = (rng.standard_normal(80 * SR) * 0.1).astype(np.float32)
+    chunks = plan_speech_chunks(samples, _regions((5.0, 75.0)), chunk_seconds=30.0)
+    assert len(chunks) == 3 and not any(c.pieces for c in chunks)
+    assert chunks[0].start == 5 * SR and chunks[-1].end == 75 * SR
+    assert all(c.duration_seconds <= 30.0 for c in chunks)
+    assert all(a.end == b.start for a, b in zip(chunks, chunks[1:]))
+
+
+def test_no_speech_gives_no_chunks():
+    assert plan_speech_chunks(np.zeros(SR, dtype=np.float32), [], 30.0) == []
+    assert join_transcripts([], [], 1.0).text == ""
+
+
+@pytest.mark.parametrize("count, message", [
+    (SpeakerCount(num_speakers=0), "num_speakers"), (SpeakerCount(max_speakers=99), "max_speakers"),
+    (SpeakerCount(min_speakers=3, max_speakers=2), "min_speakers=3"),
+    (SpeakerCount(num_speakers=4, max_speakers=3), "num_speakers=4")])
+def test_impossible_speaker_counts_are_refused_naming_the_field(count, message):
+    with pytest.raises(ValueError, match=message):
+        count.validate()
+
+
+def test_speaker_count_bounds():
+    assert SpeakerCount().validate().bounds() == (1, 16)
+    assert SpeakerCount(num_speakers=2).bounds() == (2, 2)
+    assert SpeakerCount(min_speakers=2, max_speakers=3).bounds() == (2, 3)
+
+
+def test_labels_follow_first_appearance():
+    turns = relabel_in_order([SpeakerTurn("7", 5.0, 6.0), SpeakerTurn("3", 0.0, 1.0), SpeakerTurn("7", 2.0, 3.0),
+                              SpeakerTurn("3", 4.0, 5.0)])
+    assert [(t.speaker, t.start) for t in turns] == [("A", 0.0), ("B", 2.0), ("A", 4.0), ("B", 5.0)]
+    assert speaker_label(0) == "A" and speaker_label(25) == "Z" and speaker_label(26) == "S26"
+
+
+def test_speaker_at_takes_the_longest_overlap_else_the_nearest_turn():
+    turns = [SpeakerTurn("A", 0.0, 2.0), SpeakerTurn("B", 2.0, 5.0)]
+    assert speaker_at(turns, 1.5, 3.0) == "B"
+    assert speaker_at(turns, 0.0, 2.4) == "A"
+    assert speaker_at(turns, 7.0, 8.0) == "B"
+    assert speaker_at([], 0.0, 1.0) is None
+
+
+def test_a_segment_across_a_turn_is_cut_at_the_speaker_change():
+    words = [Word(" I", 0.0, 0.3), Word(" did.", 0.3, 0.9), Word(" The", 1.2, 1.4), Word(" numbers", 1.4, 2.0)]
+    segment = Segment(0, 0.0, 2.0, " I did. The numbers", tokens=[1, 2, 3], words=words)
+    pieces = split_by_speaker(segment, [SpeakerTurn("A", 0.0, 1.0), SpeakerTurn("B", 1.1, 2.2)])
+    assert [(p.speaker, p.text, p.start, p.end) for p in pieces] == [("A", " I did.", 0.0, 0.9),
+                                                                      ("B", " The numbers", 1.2, 2.0)]
+    assert "".join(p.text for p in pieces) == segment.text
+    whole = split_by_speaker(segment, [SpeakerTurn("B", 0.0, 3.0)])
+    assert [(p.speaker, p.text, p.tokens) for p in whole] == [("B", segment.text, [1, 2, 3])]
+    assert split_by_speaker(segment, []) == [segment]
+
+
+def test_speaker_survives_the_process_boundary_and_is_absent_when_not_diarized():
+    plain = Segment(0, 0.0, 1.0, " hi")
+    assert "speaker" not in plain.to_dict()
+    labelled = Segment(0, 0.0, 1.0, " hi", speaker="B")
+    assert Segment.from_dict(json.loads(json.dumps(labelled.to_dict()))).speaker == "B"
+
+
+def _diarized() -> Transcript:
+    return Transcript("en", 4.0, [Segment(0, 0.0, 1.5, " Hello there.", speaker="A"),
+                                  Segment(1, 1.5, 1.6, " ", speaker="A"),
+                                  Segment(2, 2.0, 3.5, " Hi.", speaker="B")])
+
+
+def test_diarized_json_is_openais_shape():
+    body = json.loads(formats.render(_diarized(), "diarized_json", []).body)
+    assert body["task"] == "transcribe" and body["duration"] == 4.0 and body["text"] == "Hello there. Hi."
+    assert body["segments"] == [
+        {"type": "transcript.text.segment", "id": "seg_0", "start": 0.0, "end": 1.5, "text": "Hello there.",
+         "speaker": "A"},
+        {"type": "transcript.text.segment", "id": "seg_2", "start": 2.0, "end": 3.5, "text": "Hi.", "speaker": "B"}]
+    assert body["usage"] == {"type": "duration", "seconds": 4}
+    with pytest.raises(formats.FormatError):
+        formats.validate_format("diarized_json", ["word"])
+
+
+def test_verbose_json_gains_speaker_only_when_diarized():
+    diarized = json.loads(formats.render(_diarized(), "verbose_json", []).body)
+    assert [s["speaker"] for s in diarized["segments"]] == ["A", "A", "B"]
+    plain = Transcript("en", 2.0, [Segment(0, 0.0, 1.0, " Hello.")])
+    assert "speaker" not in json.loads(formats.render(plain, "verbose_json", []).body)["segments"][0]
+
+
+def test_streamed_deltas_carry_the_speaker_and_a_segment_event_follows():
+    stream = TranscriptStream()
+    events = parse_sse("".join(stream.feed(_diarized().segments)) + stream.done(4.0))
+    deltas = [e for e in events if e["type"] == "transcript.text.delta"]
+    assert [(d["delta"], d["speaker"]) for d in deltas] == [("Hello there.", "A"), (" Hi.", "B")]
+    segments = [e for e in events if e["type"] == "transcript.text.segment"]
+    assert [(s["id"], s["speaker"], s["start"]) for s in segments] == [("seg_0", "A", 0.0), ("seg_2", "B", 2.0)]
+    assert events[-1]["text"] == "".join(d["delta"] for d in deltas)
+    plain = TranscriptStream()
+    assert parse_sse("".join(plain.feed([Segment(0, 0.0, 1.0, " Hi.")]))) == [
+        {"type": "transcript.text.delta", "delta": "Hi."}]
+
+
+class FakeSegment:
+    """Stands in for pyannote.core.Segment (pyannote.audio is not installed here)."""
+
+    def __init__(self, start: float, end: float) -> None:
+        self.start, self.end = start, end
+
+
+class FakeAnnotation:
+    """Stands in for pyannote.core.Annotation: itertracks(yield_label=True) -> (segment, track, label)."""
+
+    def __init__(self, tracks):
+        self.tracks = tracks
+
+    def itertracks(self, yield_label: bool = False):
+        assert yield_label
+        return iter(self.tracks)
+
+
+def test_pyannote_annotations_become_turns_labelled_in_order():
+    annotation = FakeAnnotation([(FakeSegment(3.0, 5.0), "a", "SPEAKER_01"), (FakeSegment(0.5, 2.5), "b", "SPEAKER_00"),
+                                 (FakeSegment(5.5, 5.5), "c", "SPEAKER_00")])
+    turns = annotation_turns(annotation)
+    assert [(t.speaker, t.start, t.end) for t in turns] == [("A", 0.5, 2.5), ("B", 3.0, 5.0)]
+
+    class Output:  # pyannote.audio 4 wraps the annotation
+        speaker_diarization = annotation
+
+    assert annotation_turns(Output()) == turns
