@@ -49,7 +49,8 @@ def workload_lines(w: dict | None) -> list[str]:
         return [f"trace {w.get('trace_file')} ({w.get('shape')}): {w.get('requests')} requests over "
                 f"{w.get('span_s')} s" + (f" ({rate:.2f} req/s offered)" if rate else "")
                 + f", time_scale {w.get('time_scale')}",
-                f"lateness behind the trace (n={late.get('n')}): p50 {_ms(late.get('p50'))}, p99 {_ms(late.get('p99'))}, "
+                f"lateness behind the trace (n={late.get('n')}): p50 {_ms(late.get('p50'))}, "
+                f"p99 {_ms(late.get('p99'))}, "
                 f"max {_ms(late.get('max'))}; {late.get('over_limit')} over {w.get('max_lateness_ms')} ms: "
                 + ("the client kept up" if w.get("kept_up") else "THE CLIENT DID NOT KEEP UP")]
     if kind == "multi_turn":
@@ -60,7 +61,8 @@ def workload_lines(w: dict | None) -> list[str]:
             ci = ttft.get("mean_ci95_ms")
             out.append(f"turn {t.get('turn')}: mean TTFT {_ms(ttft.get('mean_ms'))}"
                        + (f" [95% {ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")
-                       + f" (n={ttft.get('n')}), mean input {t.get('mean_input_tokens')} tokens, failed {t.get('failed')}")
+                       + f" (n={ttft.get('n')}), mean input {t.get('mean_input_tokens')} tokens, "
+                         f"failed {t.get('failed')}")
         out += _prefix_line(w.get("prefix_cache"))
         return out
     if kind == "shared_prefix":
@@ -70,7 +72,8 @@ def workload_lines(w: dict | None) -> list[str]:
         for name, part in (("shared", shared), ("unshared", unshared)):
             ttft = part.get("ttft") or {}
             ci = ttft.get("mean_ci95_ms")
-            out.append(f"{name}: mean TTFT {_ms(ttft.get('mean_ms'))}" + (f" [95% {ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")
+            out.append(f"{name}: mean TTFT {_ms(ttft.get('mean_ms'))}"
+                       + (f" [95% {ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")
                        + f" (n={ttft.get('n')})")
         if w.get("ttft_ratio_shared_to_unshared") is not None:
             ci = w.get("ttft_ratio_ci95")

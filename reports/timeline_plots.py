@@ -119,7 +119,8 @@ def offered_vs_achieved(name: str, rates: dict | None) -> str:
            (("offered_rps", "offered (trace)"), ("sent_rps", "sent"), ("completed_rps", "completed"))]
     parts: list[str] = []
     _panel(parts, TOP, "requests/s", (xt[0], xt[-1]), ser, False, under=True)
-    _x_axis(parts, TOP + PANEL_H, (xt[0], xt[-1]), xt, f"seconds since the trace started ({rates.get('bin_s', 1):g} s bins)")
+    _x_axis(parts, TOP + PANEL_H, (xt[0], xt[-1]), xt,
+            f"seconds since the trace started ({rates.get('bin_s', 1):g} s bins)")
     height = TOP + PANEL_H + BOTTOM
     return (f'<svg class="plot" data-plot="{kind}" role="img" viewBox="0 0 {W} {height}" width="{W}" '
             f'height="{height}" font-family="sans-serif"><title>{escape(title)}</title>'

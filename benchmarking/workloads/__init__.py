@@ -34,7 +34,7 @@ class WorkloadPoint(Point):
 
     workload: str = ""
     data: object | None = None      # what the workload needs to run the point (e.g. the checked trace)
-    label: str = ""                 # names what was replayed (a trace's file name), so another trace never resumes as this one
+    label: str = ""                 # what was replayed (a trace's file name): another trace never resumes as this
     span_s: float = 0.0             # seconds from the first release to the last (a trace), added to the point's budget
 
     @property

@@ -77,8 +77,9 @@ def test_rate_over_time_counts_per_second():
 def test_corpus_prompts_exact_and_shared(tiny_tokenizer_dir):
     tok = LocalTokenizer(tiny_tokenizer_dir)
     # a fixed text in the tiny tokenizer's own words (the repository's documents change from commit to commit)
-    corpus = Corpus(tok, text=" ".join(("the quick brown fox jumps over the lazy dog while seven wizards quietly hex "
-                                        "jovial zebras and many ordinary numbers like 12 345 6789 follow").split() * 40))
+    words = ("the quick brown fox jumps over the lazy dog while seven wizards quietly hex "
+             "jovial zebras and many ordinary numbers like 12 345 6789 follow").split()
+    corpus = Corpus(tok, text=" ".join(words * 40))
     a = corpus.shared_prompt("p0", 24, "a", 40)
     b = corpus.shared_prompt("p0", 24, "b", 40)
     c = corpus.shared_prompt("p1", 24, "c", 40)
