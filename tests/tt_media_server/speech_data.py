@@ -16,14 +16,18 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def speech_data_module():
-    name = "make_speech_data"
+def _script_module(name: str):
+    """scripts/<name>.py loaded once as module `name` (the scripts are not a package)."""
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / "make_speech_data.py")
+        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+def speech_data_module():
+    return _script_module("make_speech_data")
 
 
 def speech_set():
@@ -37,17 +41,10 @@ def speech_set():
     return module.ensure_speech_data()
 
 
-
 def diarization_data_module():
     """scripts/make_diarization_data.py (espeak-ng conversations with known speaker turns)."""
     speech_data_module()  # it imports make_speech_data's helpers by name
-    name = "make_diarization_data"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / "make_diarization_data.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return _script_module("make_diarization_data")
 
 
 #: A two-voice conversation nobody in the project recorded: voices and lines that the evaluation set
