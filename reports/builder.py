@@ -350,11 +350,12 @@ SECTION_RECORDS: dict[str, dict[str, type[TypedRecord]]] = {
 }
 
 
-def _read_section(run_dir: Path, name: str, problems: list[str]) -> list[SectionItem]:
-    """The tests and stress-test records, read through their own record classes: each becomes one
-    item with its name, status, pass flag and detail. Another JSON file there is a problem (the
-    verdict blocks on it): nothing a client wrote is judged by guessing its keys."""
-    items = []
+def _read_section(run_dir: Path, name: str, problems: list[str]) -> tuple[list[SectionItem], dict[str, TypedRecord]]:
+    """The tests and stress-test records, read once through their own record classes: each becomes
+    one item with its name, status, pass flag and detail, and the records (by file name) feed the
+    section's tables. Another JSON file there is a problem (the verdict blocks on it): nothing a
+    client wrote is judged by guessing its keys."""
+    items, records = [], {}
     kinds = SECTION_RECORDS[name]
     for path in sorted((run_dir / name).glob("*.json")):
         if path.name == "outputs.json":
@@ -369,9 +370,10 @@ def _read_section(run_dir: Path, name: str, problems: list[str]) -> list[Section
         except RecordError as exc:
             problems.append(f"{rel}: {exc}")
             continue
+        records[path.name] = rec
         items.append(SectionItem(name=rec.name, status=rec.status, passed=rec.passed, detail=rec.detail or None,
                                  record_file=rel))
-    return items
+    return items, records
 
 
 # -- assembly ------------------------------------------------------------------------------
@@ -439,8 +441,8 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
     targets = _targets(spec, benchmarks, points, allowed_error_rate)
     evals = _read_evals(run_dir, problems)
     media = read_media(run_dir, spec, problems, allowed_error_rate)
-    test_items = _read_section(run_dir, "tests", problems)
-    stress_items = _read_section(run_dir, "stress_tests", problems)
+    test_items, test_records = _read_section(run_dir, "tests", problems)
+    stress_items, stress_records = _read_section(run_dir, "stress_tests", problems)
     workflow = _str(manifest.get("workflow"))
 
     not_run: list[SectionNotRun] = []
@@ -455,9 +457,10 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
         if not ok:
             not_run.append(SectionNotRun(name, reason or "not run"))
 
-    tests = Section(ran=judged["tests"], items=test_items, tables=conformance_tables(run_dir),
+    tests = Section(ran=judged["tests"], items=test_items, tables=conformance_tables(test_records.get("tests_record.json")),
                     note=None if judged["tests"] else "not run")
-    stress = Section(ran=judged["stress_tests"], items=stress_items, tables=stress_tables(run_dir),
+    stress = Section(ran=judged["stress_tests"], items=stress_items, tables=stress_tables(stress_records.get("stress_record.json"),
+                                                                      stress_records.get("capacity_record.json")),
                      note=None if judged["stress_tests"] else "not run")
     record = ReportRecord(
         metadata=_metadata(manifest, spec, cli_args, steps),

@@ -8,9 +8,7 @@ and the report stays rebuildable from the records alone.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
-from contracts.typed_record import RecordError
 from records.report import SectionTable
 from records.server_tests import CaseResult, TestsRecord
 from records.distribution import Distribution
@@ -29,15 +27,10 @@ def _pf(passed) -> str:
     return "PASS" if passed is True else "FAIL" if passed is False else "n/a"
 
 
-def conformance_tables(run_dir: Path) -> list[SectionTable]:
-
-    path = Path(run_dir) / "tests" / "tests_record.json"
-    if not path.is_file():
+def conformance_tables(rec: TestsRecord | None) -> list[SectionTable]:
+    """The cases table of the tests record (none when the run has no readable record)."""
+    if rec is None:
         return []
-    try:
-        rec = TestsRecord.read(path)
-    except RecordError:
-        return []  # the generic section item already names the unreadable record
     order = {"failed": 0, "error": 1, "skipped": 2, "passed": 3}
     cases = sorted(rec.cases, key=lambda c: (order.get(c.outcome, 9), c.name))
     legend = CaseResult.legend()
@@ -159,17 +152,13 @@ def _capacity(rec) -> SectionTable:
         record_file="stress_tests/capacity_record.json")
 
 
-def stress_tables(run_dir: Path) -> list[SectionTable]:
-
+def stress_tables(stress: StressRecord | None, capacity: CapacityRecord | None) -> list[SectionTable]:
+    """The load-point, drift and capacity tables of the stress records the run has."""
     out: list[SectionTable] = []
-    base = Path(run_dir) / "stress_tests"
-    try:
-        if (base / "stress_record.json").is_file():
-            out += _stress_points(StressRecord.read(base / "stress_record.json"))
-        if (base / "capacity_record.json").is_file():
-            out.append(_capacity(CapacityRecord.read(base / "capacity_record.json")))
-    except RecordError:
-        pass  # the generic section item already names the unreadable record
+    if stress is not None:
+        out += _stress_points(stress)
+    if capacity is not None:
+        out.append(_capacity(capacity))
     return out
 
 

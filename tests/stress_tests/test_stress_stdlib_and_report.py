@@ -11,6 +11,7 @@ from reports.section_tables import SectionTable, csv_rows, markdown_lines, stres
 from records.server_tests import CaseResult, TestsRecord
 from records.distribution import Distribution
 from records.stress import CapacityLevel, CapacityRecord, StressPointRecord, StressRecord
+from tests.helpers import write_model_spec
 
 REPO = Path(__file__).resolve().parents[2]
 STDLIB_ONLY = ["server_tests.run_tests", "records.server_tests", "server_tests.junit", "server_tests.capabilities",
@@ -34,6 +35,13 @@ def test_workflow_keys_are_registered():
     assert {"slo", "markers", "mode"} <= accepted_keys(WorkflowType.RELEASE)
 
 
+def _stress_tables(run_dir: Path):
+    base = run_dir / "stress_tests"
+    return stress_tables(StressRecord.read(base / "stress_record.json"),
+                         CapacityRecord.read(base / "capacity_record.json")
+                         if (base / "capacity_record.json").is_file() else None)
+
+
 def _write_records(tmp_path: Path) -> None:
     rec = TestsRecord(server_url="http://x", cases=[CaseResult("a.py::t_ok", "passed"),
                                                     CaseResult("a.py::t_bad", "failed", message="boom")])
@@ -50,9 +58,9 @@ def _write_records(tmp_path: Path) -> None:
 
 def test_tables_from_records(tmp_path):
     _write_records(tmp_path)
-    tests = conformance_tables(tmp_path)
+    tests = conformance_tables(TestsRecord.read(tmp_path / "tests" / "tests_record.json"))
     assert tests[0].rows[0][:2] == ["a.py::t_bad", "FAILED"] and "1 failed" in tests[0].title
-    stress = stress_tables(tmp_path)
+    stress = _stress_tables(tmp_path)
     assert [t.kind for t in stress] == ["load_points", "capacity"]
     assert stress[0].rows[0][8:13] == ["5", "7", "9", "12", "13"]  # TTFT p5..p99
     assert "SLO capacity: 2" in stress[1].title and "MISSED" in stress[1].title
@@ -62,7 +70,7 @@ def test_tables_from_records(tmp_path):
     assert csv_rows("stress_test", stress)[-1]["section"] == "stress_test:capacity"
     again = SectionTable.from_dict(json.loads(json.dumps(stress[1].to_dict())))
     assert again.rows == stress[1].rows
-    assert conformance_tables(tmp_path / "nowhere") == [] and stress_tables(tmp_path / "nowhere") == []
+    assert conformance_tables(None) == [] and stress_tables(None, None) == []
 
 
 def test_report_renders_the_section_tables(tmp_path):
@@ -80,7 +88,7 @@ def test_report_renders_the_section_tables(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({
         "schema": "tt-run-manifest/1", "run_id": "r1", "model_id": "m", "workflow": "release", "status": "passed",
         "steps": [{"name": "tests", "status": "failed"}, {"name": "stress_tests", "status": "passed"}]}))
-    (tmp_path / "model_spec.json").write_text(json.dumps({"model_id": "m", "status": "EXPERIMENTAL"}))
+    write_model_spec(tmp_path / "model_spec.json", model_id="m", status="EXPERIMENTAL")
     record = build_report(tmp_path)
     assert [t.kind for t in record.stress_tests.tables] == ["load_points", "capacity"]
     assert record.tests.tables[0].kind == "cases"
@@ -114,7 +122,7 @@ def test_endurance_drift_windows_and_plot_in_the_report(tmp_path):
     StressRecord(points=[point], status="inconclusive", passed=None,
                  detail="0/1 load points passed; inconclusive: endurance_speech_con-2_dur-60s").write(
         tmp_path / "stress_tests" / "stress_record.json")
-    tables = stress_tables(tmp_path)
+    tables = _stress_tables(tmp_path)
     assert [t.kind for t in tables] == ["load_points", "drift", "endurance_windows"]
     assert tables[0].rows[0][2] == "speech request" and tables[0].rows[0][-1] == "INCONCLUSIVE"
     row = dict(zip(tables[1].headers, tables[1].rows[0]))
@@ -125,7 +133,7 @@ def test_endurance_drift_windows_and_plot_in_the_report(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({
         "schema": "tt-run-manifest/1", "run_id": "r1", "model_id": "m", "workflow": "stress_tests",
         "status": "passed", "steps": [{"name": "stress_tests", "status": "passed"}]}))
-    (tmp_path / "model_spec.json").write_text(json.dumps({"model_id": "m", "status": "EXPERIMENTAL"}))
+    write_model_spec(tmp_path / "model_spec.json", model_id="m", status="EXPERIMENTAL")
     record = build_report(tmp_path)
     html = render_html(record)
     assert 'data-plot="endurance-latency"' in html and 'data-plot="endurance-memory"' in html
