@@ -37,12 +37,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
-def test_each_request_has_its_own_id_and_the_point_keeps_them():
+def test_each_request_has_its_own_id_and_the_point_keeps_them(tmp_path):
     server = FakeEmbeddingServer()
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         http_client = MediaHttp(f"http://127.0.0.1:{server.server_address[1]}", None, timeout_s=10)
-        run = types.SimpleNamespace(stop=threading.Event(), http=http_client, served_model_name="m", model_id="m")
+        run = types.SimpleNamespace(stop=threading.Event(), http=http_client, served_model_name="m", model_id="m",
+                                    run_dir=tmp_path)
         point = run_point(run, EmbeddingWorkload({"batch_items": 2}), 3, 9, "sweep")
         failed = http_client.post_json("/v1/embeddings", {"input": ["fail"]})
     finally:
