@@ -160,9 +160,11 @@ def vad_saving(silence_seconds: float, repeats: int, runner) -> dict:
            "ratio_with_to_without": round(statistics.median(trimmed) / statistics.median(plain), 3),
            "word_recall_without_vad": round(word_recall(reference, plain_text), 4),
            "word_recall_with_vad": round(word_recall(reference, vad_text), 4)}
-    print(f"VAD, {duration:.0f} s audio ({row['speech_seconds']:.0f} s speech sent): without {row['without_vad_seconds']:.2f} s, "
-          f"with {row['with_vad_seconds']:.2f} s (VAD included), ratio {row['ratio_with_to_without']:.2f}; reference "
-          f"words found {row['word_recall_without_vad']:.3f} without, {row['word_recall_with_vad']:.3f} with", flush=True)
+    print(f"VAD, {duration:.0f} s audio ({row['speech_seconds']:.0f} s speech sent): "
+          f"without {row['without_vad_seconds']:.2f} s, with {row['with_vad_seconds']:.2f} s (VAD included), "
+          f"ratio {row['ratio_with_to_without']:.2f}; reference "
+          f"words found {row['word_recall_without_vad']:.3f} without, {row['word_recall_with_vad']:.3f} with",
+          flush=True)
     return row
 
 

@@ -147,6 +147,7 @@ def to_vtt(segments: list[Segment]) -> str:
     return "WEBVTT\n\n" + "\n".join(blocks)
 
 
-__all__ = ["RESPONSE_FORMATS", "DIARIZED_FORMATS", "GRANULARITIES", "diarized_json", "diarized_segment", "FormatError", "RenderedResponse", "validate_format",
+__all__ = ["RESPONSE_FORMATS", "DIARIZED_FORMATS", "GRANULARITIES", "diarized_json", "diarized_segment",
+           "FormatError", "RenderedResponse", "validate_format",
            "needs_word_timestamps", "render", "verbose_json", "to_srt", "to_vtt", "format_timestamp",
            "duration_usage", "text_pieces"]
