@@ -22,7 +22,12 @@ Rules (documented in the report legend too):
 * A manifest step with status ``failed`` blocks (the numbers after a crash are partial), unless
   it is a section whose own records show the failure (client workflows exit 1 when their own
   checks fail): then those records are judged item by item, so waivers and tiers apply.
-* Numbers decided on their 95% interval (evals today) are listed in ``verdict.checks``: a
+* Every target a tier sets is a check decided on its 95% interval (``tier_target_checks``: bootstrap
+  over the point's per-request records, ``target_estimates``): a required tier's target blocks only
+  when its whole interval misses it; a target whose interval holds it (or a point with fewer than
+  ``MIN_DECIDING_SAMPLES`` requests) is inconclusive. ``check_tier`` keeps the point-value view for
+  the benchmarks console table.
+* Numbers decided on their 95% interval (evals, benchmark targets) are listed in ``verdict.checks``: a
   ``fail`` is a blocker; an ``inconclusive`` check is required unless the run's mode is
   ``smoke`` (a smoke run only proves the path works: its samples are too few to decide a
   healthy score, but a broken one still fails). Result: FAIL when an unwaived blocker remains,
@@ -41,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from contracts.intervals import INCONCLUSIVE, Interval, bootstrap_ratio, decide as decide_interval
 from records.bench import BenchPoint, format_classes
 from contracts.model_spec import ModelSpec, metric_higher_is_better, read_known_issues
 from records.report import (
@@ -97,6 +103,57 @@ def measured_values(point: BenchPoint) -> dict[str, float | None]:
     """What each target is compared with: mean TTFT, t/s/u and decode throughput of the point."""
     m = point.metrics
     return {"ttft_ms": m.mean_ttft_ms, "tput_user": m.tput_user, "tput": m.decode_throughput}
+
+
+#: A target is not decided on fewer per-request samples than this: a percentile bootstrap of a handful of
+#: requests is narrower than the truth (the comparison with a baseline run uses the same floor).
+MIN_DECIDING_SAMPLES = 8
+BOOTSTRAP_ITERATIONS = 2000
+TARGET_CI_METHOD = ("percentile bootstrap over the point's completed requests (mean TTFT; t/s/u and decode "
+                    "throughput from the mean TPOT)")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One target metric of a point from its per-request samples: the value, its 95% interval (None
+    with fewer than MIN_DECIDING_SAMPLES samples) and the samples behind it."""
+
+    value: float | None
+    interval: Interval | None
+    n: int
+
+
+def target_estimates(ttfts_ms: list[float], tpots_ms: list[float], users: int) -> dict[str, Estimate]:
+    """The three target metrics (``TARGET_CHECKS``) with 95% intervals from per-request values.
+
+    TTFT is the mean of the requests' TTFTs; t/s/u is 1000 / mean TPOT and decode throughput that
+    times ``users`` (``records.bench.BenchMetrics``), so their intervals are the TPOT mean's interval
+    mapped through the same formulas. Bootstrap over requests, seeded: the same samples give the same
+    interval (the benchmark's adaptive stop and the report judge agree)."""
+    def mean_interval(values: list[float]) -> Interval | None:
+        if len(values) < MIN_DECIDING_SAMPLES:
+            return None
+        return bootstrap_ratio(values, [1.0] * len(values), iterations=BOOTSTRAP_ITERATIONS)
+
+    ttft = mean_interval(ttfts_ms)
+    tpot = mean_interval(tpots_ms)
+    mean_tpot = sum(tpots_ms) / len(tpots_ms) if tpots_ms else None
+    tput_user = 1000.0 / mean_tpot if mean_tpot else None
+    per_user = (Interval(1000.0 / tpot.high, 1000.0 / tpot.low, TARGET_CI_METHOD)
+                if tpot is not None and tpot.low > 0 else None)
+    return {
+        "ttft_ms": Estimate(sum(ttfts_ms) / len(ttfts_ms) if ttfts_ms else None,
+                            None if ttft is None else Interval(ttft.low, ttft.high, TARGET_CI_METHOD), len(ttfts_ms)),
+        "tput_user": Estimate(tput_user, per_user, len(tpots_ms)),
+        "tput": Estimate(None if tput_user is None else tput_user * users,
+                         None if per_user is None else Interval(per_user.low * users, per_user.high * users,
+                                                                TARGET_CI_METHOD), len(tpots_ms)),
+    }
+
+
+def target_decision(key: str, interval: Interval | None, target: float) -> str:
+    """pass / fail / inconclusive of one target metric on its interval (``contracts.intervals.decide``)."""
+    return decide_interval(interval, target, TARGET_CHECKS[key][1])
 
 
 def max_error_rate(spec: ModelSpec) -> tuple[float, str | None]:
@@ -242,20 +299,68 @@ def parse_waivers(known_issues: Any) -> tuple[list[Waiver], list[str]]:
     return [Waiver(i.workflow, i.task, i.reason) for i in issues], notes
 
 
-def _tier_failure_detail(row: TargetRow, check: TierCheck) -> str | None:
-    """What a failed tier missed; None when its only failure is the point's error rate (the
-    point's own blocker names the failure classes)."""
-    measured = {"ttft_ms": row.measured_ttft_ms, "tput_user": row.measured_tput_user,
-                "tput": row.measured_tput}
+def _measured(row: TargetRow) -> dict[str, float | None]:
+    return {"ttft_ms": row.measured_ttft_ms, "tput_user": row.measured_tput_user, "tput": row.measured_tput}
+
+
+def tier_target_checks(row: TargetRow, tier: TierCheck, required: bool) -> list[tuple[str, Check, bool]]:
+    """One check per target the tier sets, decided on the metric's 95% interval (``row.ci95``):
+    (target key, check, missed) where ``missed`` says the target itself was missed (not measured, or
+    the whole interval beyond it), as opposed to failing only through the point's error rate.
+
+    Order of the rules: a point that did not run is inconclusive (its own blocker fails a required
+    tier); a target without a measurement fails; the interval decides; a point whose error rate
+    exceeds the allowance fails every target its interval did not already fail (``check_tier``'s
+    rule); no interval (fewer than MIN_DECIDING_SAMPLES requests, no per-request file) is
+    inconclusive."""
+    out = []
+    measured = _measured(row)
+    for key, (label, higher) in TARGET_CHECKS.items():
+        target = getattr(tier, key)
+        if target is None:
+            continue
+        ci, n = row.ci95.get(key), row.samples.get(key)
+        missed = False
+        detail = None
+        if not row.ran:
+            decision, detail = INCONCLUSIVE, "the point did not run"
+        elif key in tier.missing or measured[key] is None:
+            decision, missed, detail = "fail", True, f"{label} not measured"
+        else:
+            decision = INCONCLUSIVE if ci is None else target_decision(key, Interval(ci[0], ci[1], ""), target)
+            missed = decision == "fail"
+            if tier.error_rate_pass is False and decision != "fail":
+                decision, detail = "fail", ("the point's error rate exceeds max_error_rate: a target met by the "
+                                            "requests that succeeded is not met")
+            elif ci is None:
+                detail = (f"{n or 0} per-request samples: fewer than {MIN_DECIDING_SAMPLES} (or no per-request "
+                          f"file) cannot decide it; more requests can (benchmarks sample_budget_s, mode=full)")
+            elif decision == INCONCLUSIVE:
+                detail = ("the 95% interval holds the target: more requests can decide it (benchmarks "
+                          "sample_budget_s, mode=full)")
+        out.append((key, Check(name=f"{key} {row.key} {tier.tier}", category="benchmarks", item=row.key,
+                               required=required, value=measured[key], ci95=ci,
+                               ci_method=row.ci_method if ci else None, n=n, target=target, decision=decision,
+                               detail=detail), missed))
+    return out
+
+
+def _tier_failure_detail(row: TargetRow, check: TierCheck, missed: set[str]) -> str | None:
+    """What a failed tier missed (the targets in ``missed``, each decided on its interval); None when
+    its only failure is the point's error rate (the point's own blocker names the failure classes)."""
+    measured = _measured(row)
     parts = []
     for key, (label, higher) in TARGET_CHECKS.items():
         target = getattr(check, key)
         unit = " ms" if key == "ttft_ms" else ""
-        if key in check.missing:
+        if key not in missed:
+            continue
+        if key in check.missing or measured[key] is None:
             parts.append(f"{label} not measured (target {_fmt(target)}{unit})")
-        elif getattr(check, f"{key.removesuffix('_ms')}_pass") is False:
-            parts.append(f"{label} {_fmt(measured[key])}{unit} {'<' if higher else '>'} "
-                         f"target {_fmt(target)}{unit}")
+        else:
+            ci = row.ci95.get(key)
+            parts.append(f"{label} {_fmt(measured[key])}{unit} {'<' if higher else '>'} target {_fmt(target)}{unit}"
+                         + (f" (95% CI {_fmt_ci(ci)}, n={row.samples.get(key)})" if ci else ""))
     return f"{check.tier} tier: " + "; ".join(parts) if parts else None
 
 
@@ -311,23 +416,25 @@ def decide(
     for problem in record_problems:
         raw.append(Blocker("records", "unreadable", problem))
 
+    checks: list[Check] = []
     if benchmarks_judged:
         for row in too_many_errors:
             raw.append(Blocker("benchmarks", row.key, error_rate_detail(row, max_error_rate)))
         for row in targets:
             for check in row.tiers:
+                decided = tier_target_checks(row, check, check.tier in tiers)
+                checks.extend(c for _, c, _ in decided)
                 if check.tier not in tiers:
                     continue
                 if not row.ran:
                     raw.append(Blocker("benchmarks", row.key,
                                        "perf-reference point was not run", check.tier))
-                elif check.passed is False:
-                    detail = _tier_failure_detail(row, check)
-                    if detail is not None:
-                        raw.append(Blocker("benchmarks", row.key, detail, check.tier))
+                    continue
+                detail = _tier_failure_detail(row, check, {key for key, _, missed in decided if missed})
+                if detail is not None:
+                    raw.append(Blocker("benchmarks", row.key, detail, check.tier))
         raw.extend(media_blockers(media, tiers, max_error_rate))
 
-    checks: list[Check] = []
     if evals_judged and need_evals:
         if not evals:
             raw.append(Blocker("evals", "no-records", "evals ran but wrote no eval records"))
@@ -481,7 +588,8 @@ def _eval_detail(ev: EvalRow) -> str:
     return f"eval status {ev.status}, score {ev.value}"
 
 
-__all__ = ["TIERS", "STATUS_TIERS", "check_tier", "check_metric_tier", "media_blockers", "decide", "eval_check",
+__all__ = ["TIERS", "STATUS_TIERS", "check_tier", "target_estimates", "target_decision", "tier_target_checks",
+           "MIN_DECIDING_SAMPLES", "check_metric_tier", "media_blockers", "decide", "eval_check",
            "judge_comparison",
            "required_tiers", "evals_required",
            "parse_waivers", "Waiver", "max_error_rate", "error_rate_detail", "measured_values"]

@@ -203,6 +203,13 @@ class TargetRow(TypedRecord):
     measured_ttft_ms: float | None = described("The point's mean TTFT (ms).", None)
     measured_tput_user: float | None = described("The point's t/s/u.", None)
     measured_tput: float | None = described("The point's decode throughput (tokens/s).", None)
+    ci95: dict[str, list[float]] = described(
+        "Target metric (ttft_ms, tput_user, tput) -> 95% interval [low, high] of the measured value, from the "
+        "point's per-request records (method in ci_method); absent with fewer than 8 requests or no "
+        "per-request file, and then its checks are inconclusive.", factory=dict)
+    samples: dict[str, int] = described("Target metric -> requests behind its value (TPOT needs more than one "
+                                        "output token).", factory=dict)
+    ci_method: str | None = described("How ci95 was made.", None)
     tiers: list[TierCheck] = described(
         "functional, complete and target tiers from the model's perf reference; the model status "
         "decides which are required: EXPERIMENTAL none, FUNCTIONAL functional, COMPLETE "

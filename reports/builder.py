@@ -20,7 +20,7 @@ from records.evals import EvalRecord
 from records import judge
 from records.server_tests import TestsRecord
 from records.stress import CapacityRecord, StressRecord
-from reports.distributions import from_metrics, from_requests
+from reports.distributions import from_metrics, from_requests, request_values
 from reports.media_section import is_media_reference, read_media
 from reports.section_tables import conformance_tables, stress_tables
 from reports.timelines import point_timeline
@@ -272,11 +272,25 @@ def _read_benchmarks(run_dir: Path, problems: list[str]
     return rows, points
 
 
+def _target_intervals(run_dir: Path, row: TargetRow, point: BenchPoint) -> None:
+    """The row's 95% intervals of its target metrics, from the point's per-request file
+    (``judge.target_estimates``, the estimate the benchmark's adaptive stop uses too)."""
+    path = _inside(run_dir, point.requests_file)
+    values = request_values(path) if path is not None and path.is_file() else None
+    if values is None:
+        return
+    for key, est in judge.target_estimates(values[0], values[1], point.point.users).items():
+        row.samples[key] = est.n
+        if est.interval is not None:
+            row.ci95[key] = est.interval.as_list()
+            row.ci_method = est.interval.method
+
+
 def _targets(spec: ModelSpec, rows: list[BenchmarkRow], points: dict[PointKey, BenchPoint],
-             allowed_error_rate: float) -> list[TargetRow]:
+             allowed_error_rate: float, run_dir: Path) -> list[TargetRow]:
     """One target row per perf-reference entry (from the run's spec snapshot), judged by
-    ``judge.check_tier``. A matching point is one with the same ISL/OSL/concurrency,
-    preferring the same prompt count."""
+    ``judge.check_tier``, with each target metric's 95% interval. A matching point is one with the
+    same ISL/OSL/concurrency, preferring the same prompt count."""
     tiers_required = judge.required_tiers(spec.status.name)
     out = []
     for ref in spec.device_model_spec.perf_reference:
@@ -300,6 +314,7 @@ def _targets(spec: ModelSpec, rows: list[BenchmarkRow], points: dict[PointKey, B
             row.measured_ttft_ms = measured["ttft_ms"]
             row.measured_tput_user = measured["tput_user"]
             row.measured_tput = measured["tput"]
+            _target_intervals(run_dir, row, point)
         for tier in TIERS:
             tier_targets = (targets or {}).get(tier)
             if not isinstance(tier_targets, dict):
@@ -438,7 +453,7 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
     problems: list[str] = []
     benchmarks, points = _read_benchmarks(run_dir, problems)
     allowed_error_rate, allowance_note = judge.max_error_rate(spec)
-    targets = _targets(spec, benchmarks, points, allowed_error_rate)
+    targets = _targets(spec, benchmarks, points, allowed_error_rate, run_dir)
     evals = _read_evals(run_dir, problems)
     media = read_media(run_dir, spec, problems, allowed_error_rate)
     test_items, test_records = _read_section(run_dir, "tests", problems)

@@ -98,7 +98,7 @@ def _bench_row(p):
 def test_failed_requests_block_with_their_classes_for_every_status(status):
     p = point(90.0, 30.0, 120.0, completed=5, failures={"http_5xx": 2, "connection_reset": 1})
     row = TargetRow(p.key, 128, 128, 4, 8, ran=True, measured_ttft_ms=90.0, measured_tput_user=30.0,
-                    measured_tput=120.0)
+                    measured_tput=120.0, ci95={"ttft_ms": [80.0, 100.0]}, samples={"ttft_ms": 8})
 
     def verdict(allowed):
         row.tiers = [judge.check_tier(t, t in judge.required_tiers(status), {"ttft_ms": 1000.0}, p,
@@ -225,3 +225,57 @@ def test_evals_required_only_when_they_ran():
     assert err.result == "FAIL" and "boom" in err.blockers[0].detail
     na = _decide(evals=[EvalRow("x", "passed", passed=None)])
     assert na.result == "PASS"
+
+
+def _target_row(ttfts, tpots, users=4):
+    """A judged row whose value and interval come from per-request samples, as the report builds it."""
+    est = judge.target_estimates(ttfts, tpots, users)
+    row = TargetRow("isl-128_osl-128_con-4", 128, 128, 4, 8, ran=True, measured_ttft_ms=est["ttft_ms"].value,
+                    measured_tput_user=est["tput_user"].value, measured_tput=est["tput"].value,
+                    ci95={k: e.interval.as_list() for k, e in est.items() if e.interval},
+                    samples={k: e.n for k, e in est.items()}, ci_method=est["ttft_ms"].interval and
+                    est["ttft_ms"].interval.method)
+    return row
+
+
+def test_target_estimates_follow_the_point_formulas_and_need_eight_requests():
+    est = judge.target_estimates([100.0, 110.0, 90.0, 100.0] * 2, [50.0, 40.0, 60.0, 50.0] * 2, users=4)
+    assert est["ttft_ms"].value == pytest.approx(100.0) and est["ttft_ms"].n == 8
+    assert est["tput_user"].value == pytest.approx(20.0) and est["tput"].value == pytest.approx(80.0)
+    lo, hi = est["ttft_ms"].interval.low, est["ttft_ms"].interval.high
+    assert 90 <= lo < 100 < hi <= 110
+    tu = est["tput_user"].interval
+    assert tu.low < 20.0 < tu.high and est["tput"].interval.low == pytest.approx(tu.low * 4)
+    few = judge.target_estimates([100.0] * 7, [50.0] * 7, users=1)
+    assert few["ttft_ms"].interval is None and few["ttft_ms"].n == 7
+
+
+@pytest.mark.parametrize("target, decision, result", [
+    (200.0, "pass", "PASS"),            # the whole interval is below the TTFT target
+    (100.0, "inconclusive", "INCONCLUSIVE"),  # the target sits inside the interval
+    (50.0, "fail", "FAIL"),             # the whole interval misses it
+])
+def test_a_tier_target_is_decided_on_its_interval(target, decision, result):
+    row = _target_row([80.0, 120.0, 90.0, 110.0, 100.0, 95.0, 105.0, 100.0], [50.0] * 8)
+    row.tiers = [judge.check_tier("complete", True, {"ttft_ms": target}, point(row.measured_ttft_ms, 20.0))]
+    v = _decide(targets=[row])
+    check = next(c for c in v.checks if c.category == "benchmarks")
+    assert check.name == f"ttft_ms {row.key} complete" and check.required and check.n == 8
+    assert check.decision == decision and v.result == result
+    assert check.ci95 == row.ci95["ttft_ms"] and "bootstrap" in check.ci_method
+    if decision == "fail":
+        assert "95% CI" in v.blockers[0].detail and v.blockers[0].tier == "complete"
+    if decision == "inconclusive":
+        assert "more requests can decide it" in check.detail
+
+
+def test_too_few_requests_are_inconclusive_never_a_pass_and_a_waiver_keeps_it_visible():
+    row = _target_row([100.0] * 4, [50.0] * 4)
+    row.tiers = [judge.check_tier("functional", True, {"ttft_ms": 5000.0}, point(100.0, 20.0)),
+                 judge.check_tier("target", False, {"ttft_ms": 1.0}, point(100.0, 20.0))]
+    v = _decide(targets=[row])
+    assert v.result == "INCONCLUSIVE" and [c.decision for c in v.checks[:2]] == ["inconclusive", "inconclusive"]
+    assert [c.required for c in v.checks[:2]] == [True, False] and "fewer than 8" in v.checks[0].detail
+    waived = _decide(targets=[row], known_issues=[{"workflow": "benchmarks", "task": row.key, "reason": "noisy"}])
+    assert waived.result == "PASS" and v.checks[0].name == waived.checks[0].name
+    assert waived.checks[0].decision == "waived"

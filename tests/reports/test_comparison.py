@@ -86,7 +86,10 @@ def test_warn_shows_a_regression_without_failing(tmp_path) -> None:
     record = build_report(slow, compare=lambda r: build_comparison(settings, r, slow, *baseline_from(
         settings, r, None), None))
     assert any(m.decision == "regressed" for m in record.comparison.metrics)
-    assert record.verdict.result == "PASS"
+    # the slower requests leave some complete-tier targets inside their 95% interval (inconclusive), but
+    # the regression itself neither blocks nor is a required check
+    assert record.verdict.result == "INCONCLUSIVE" and not record.verdict.blockers
+    assert not [c for c in record.verdict.checks if c.category == "comparison" and c.required]
     assert any("warn only" in n for n in record.verdict.notes)
     checks, blockers, _ = judge_comparison(record.comparison)
     assert not blockers and all(not c.required for c in checks)
