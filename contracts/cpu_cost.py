@@ -78,6 +78,12 @@ def _children_map() -> dict[int, list[int]]:
     return children
 
 
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of ``pid`` alone (its threads, not its child processes)."""
+    fields = _stat_fields(pid)
+    return None if fields is None else (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
 def process_tree_cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of ``pid`` and every live descendant (and their reaped children);
     None when ``pid`` is gone or /proc is missing."""

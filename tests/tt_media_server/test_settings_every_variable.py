@@ -24,6 +24,7 @@ CHECKED_TEXT = {
     "model_device": ["gpu", "cuda", "cuda:0", "mps", ""],
     "text_backend": ["nope", ""],
     "diarization_backend": ["nope", ""],
+    "embedding_backend": ["tensorrt", "onnx,BAAI/bge-m3=nope"],
 }
 # Free text by design, with why nothing can be wrong about its type.
 FREE_TEXT = {
@@ -36,6 +37,7 @@ FREE_TEXT = {
     "whisper_compute_type": "passed to CTranslate2 by the whisper-cpu runner, which names it when refused",
     "whisper_model_path": "read only by the whisper-cpu runner, which refuses a folder without a model",
     "embedding_model_path": "read only by the embedding-cpu runner, which refuses a folder without a model",
+    "embedding_onnx_cache_dir": "a folder the embedding-cpu runner creates and writes its ONNX exports to",
     "text_model_path": "read only by the text-slots runner's preflight, which refuses a folder without config.json",
     "text_model_id": "the name the text model is served under; any string is a name",
     "rerank_model_path": "read only by the rerank-cpu runner, which names the path and the files it lacks",

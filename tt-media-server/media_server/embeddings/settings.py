@@ -7,12 +7,16 @@ server at start-up naming the variable.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
+from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from media_server.embeddings.batcher import BatchingConfig
+
+BACKEND_CHOICES = ("auto", "torch", "onnx", "onnx-int8")
 
 
 class EmbeddingSettings(BaseSettings):
@@ -28,12 +32,43 @@ class EmbeddingSettings(BaseSettings):
                                    "cross-encoder/ms-marco-MiniLM-L-6-v2)")
     embedding_threads: int = Field(1, ge=0, le=256, description="torch threads per worker (0: torch's default, "
                                    "all cores; one per worker avoids oversubscribing a shared CPU)")
+    embedding_backend: str = Field("auto", max_length=2000, description=(
+        "torch | onnx | onnx-int8 | auto (onnx-int8 where the model directory exports as one graph, else "
+        "torch); per model: 'onnx-int8,BAAI/bge-m3=torch' (a bare value is the default of the others)"))
+    embedding_onnx_cache_dir: str = Field("", description="where ONNX exports are cached (default: "
+                                          "$XDG_CACHE_HOME or ~/.cache, then tt-media-server/onnx)")
 
     def cpu_threads(self, server_settings) -> int:
         """EMBEDDING_THREADS when given, else the server's CPU_THREADS_PER_WORKER, else 1."""
         if "embedding_threads" in self.model_fields_set:
             return self.embedding_threads
         return getattr(server_settings, "cpu_threads_per_worker", 0) or 1
+
+    @field_validator("embedding_backend")
+    @classmethod
+    def _known_backends(cls, value: str) -> str:
+        for entry in filter(None, (part.strip() for part in value.split(","))):
+            backend = entry.rsplit("=", 1)[-1].strip()
+            if backend not in BACKEND_CHOICES:
+                raise ValueError(f"EMBEDDING_BACKEND: {backend!r} is not one of {', '.join(BACKEND_CHOICES)}")
+        return value
+
+    def backend_for(self, model_id: str) -> str:
+        """The backend EMBEDDING_BACKEND names for this model (its own entry, else the bare default)."""
+        default = "auto"
+        for entry in filter(None, (part.strip() for part in self.embedding_backend.split(","))):
+            name, _, backend = entry.rpartition("=")
+            if not name:
+                default = backend.strip()
+            elif name.strip() == model_id:
+                return backend.strip()
+        return default
+
+    def onnx_cache_root(self) -> Path:
+        if self.embedding_onnx_cache_dir:
+            return Path(self.embedding_onnx_cache_dir).expanduser()
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return Path(base) / "tt-media-server" / "onnx"
 
     @property
     def batching(self) -> BatchingConfig:

@@ -102,8 +102,30 @@ class EmbeddingCpuRunner(BatchRunner):
         info = cls.model_info(model_id)
         return {"dimension": info.dimension, "max_tokens": info.max_tokens or None, "device": model_device().label}
 
+    def backend(self) -> str:
+        """torch, onnx or onnx-int8: EMBEDDING_BACKEND for this model; auto is onnx-int8 where the
+        directory exports as one graph (embeddings/onnx_backend.py) and the model runs on the CPU,
+        torch otherwise (ONNX Runtime here has the CPU provider only)."""
+        from media_server.embeddings.onnx_backend import OnnxExportError, pooling_of
+
+        chosen = embedding_settings().backend_for(self.model_id)
+        if chosen != "auto":
+            return chosen
+        if model_device().label != "cpu":
+            return "torch"
+        try:
+            pooling_of(self.model_path())
+        except OnnxExportError:
+            return "torch"
+        return "onnx-int8"
+
     def load(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        self.onnx = None
+        backend = self.backend()
+        if backend != "torch":
+            self._load_onnx(backend)
+            return
         import torch
         import transformers
         from sentence_transformers import SentenceTransformer
@@ -118,11 +140,32 @@ class EmbeddingCpuRunner(BatchRunner):
         if self.settings.enable_warmup:
             self.encode(["warm-up sentence for the embedding model"] * 4)
 
+    def _load_onnx(self, backend: str) -> None:
+        import logging
+
+        from media_server.embeddings.onnx_backend import OnnxEncoder, OnnxExportError
+
+        knobs = embedding_settings()
+        path = self.model_path()
+        try:
+            self.onnx = OnnxEncoder(path, knobs.onnx_cache_root(), int8=backend == "onnx-int8",
+                                    threads=knobs.cpu_threads(self.settings),
+                                    max_tokens=describe_model_dir(self.model_id, path).max_tokens)
+        except OnnxExportError as error:
+            raise RunnerUnavailable(f"{self.name}: EMBEDDING_BACKEND={backend} cannot serve {path}: {error}; "
+                                    "set EMBEDDING_BACKEND=torch for it") from None
+        logging.getLogger("media_server.runners.embedding").info(
+            "%s: %s backend, graph %s", self.model_id, backend, self.onnx.path)
+        if self.settings.enable_warmup:
+            self.encode(["warm-up sentence for the embedding model"] * 4)
+
     def max_batch_size(self) -> int:
         return self.settings.max_batch_size
 
     def encode(self, texts: list[str]) -> tuple[np.ndarray, list[int]]:
         """Vectors (float32, one row per text) and each text's token count."""
+        if self.onnx is not None:
+            return self.onnx.encode(texts)
         vectors = self.model.encode(texts, batch_size=max(1, len(texts)), convert_to_numpy=True,
                                     show_progress_bar=False).astype(np.float32, copy=False)
         encoded = self.model.tokenizer(texts, truncation=True, max_length=self.model.max_seq_length)

