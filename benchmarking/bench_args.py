@@ -45,6 +45,8 @@ class BenchArgs:
     vllm_python: str | None = None
     budget_s: float | None = None
     point_budget_s: float | None = None
+    precision: float = 0.05
+    sample_budget_s: float | None = None  # None: the mode's default (run_control.DEFAULT_SAMPLE_BUDGETS)
     request_rate: float = math.inf
     burstiness: float = 1.0
     ramp: tuple[float, float] | None = None
@@ -166,7 +168,11 @@ def parse_workflow_args(raw: dict) -> BenchArgs:
             args.tools = ["tt", "vllm"] if tools == ["vllm"] else tools
         elif key == "vllm_python":
             args.vllm_python = value
-        elif key in ("budget_s", "point_budget_s", "request_timeout_s", "stall_timeout_s"):
+        elif key == "precision":
+            args.precision = _float(key, value)
+            if args.precision >= 1:
+                raise BenchArgError(f"precision={value!r} must be a share below 1 (e.g. 0.05)")
+        elif key in ("budget_s", "point_budget_s", "request_timeout_s", "stall_timeout_s", "sample_budget_s"):
             setattr(args, key, _float(key, value))
         elif key == "request_rate":
             args.request_rate = math.inf if value.lower() == "inf" else _float(key, value)

@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarking.bench_args import WORKFLOW_ARG_KEYS, BenchArgs, parse_workflow_args  # noqa: E402
-from records.bench import BenchMetrics, BenchPoint, PointParams  # noqa: E402
+from records.bench import BenchMetrics, BenchPoint, PointParams, point_key  # noqa: E402
 from records.bench_timeline import workload_lines  # noqa: E402
 from contracts.typed_record import RecordError  # noqa: E402
 from contracts.cpu_cost import probe_for_run  # noqa: E402
@@ -126,26 +126,82 @@ def warm_up(ctx: Context, pairs: list[tuple[int, int]]) -> str | None:
     return "silent" if any(o.silent for o in outcomes) else None
 
 
-def _measure_sweep_point(ctx: Context, point: Point, budget_s: float | None):
-    """Independent prompts at the point's concurrency and arrival rate (no workload)."""
+def _send_round(ctx: Context, point: Point, items, warm, seed: int, budget_s: float | None, prefix: str):
+    """One round of independent prompts at the point's concurrency and arrival rate."""
     from benchmarking.arrivals import release_offsets
-    from benchmarking.prompts import length_check
     from benchmarking.runner import run_point
-    from benchmarking.workloads import Measured
     b = ctx.bench
-    prompts = _prompts(ctx, point.isl, point.num_prompts + b.warmup_requests, seed=b.seed + point.isl * 7 + point.osl)
-    check = length_check(prompts, ctx.tokenizer)
-    items = _items(ctx, prompts, point.osl)
-    warm, items = items[:b.warmup_requests], items[b.warmup_requests:]
-    offsets = release_offsets(len(items), b.request_rate, b.burstiness, b.ramp, seed=b.seed)
+    offsets = release_offsets(len(items), b.request_rate, b.burstiness, b.ramp, seed=seed)
     run = run_point(ctx.client_config(), items, offsets, point.max_concurrency, warm, budget_s,
-                    id_prefix=f"tt-{point.isl}-{point.osl}-{point.max_concurrency}", stop_on_signals=True,
-                    pending_signal=lambda: ctx.stop.signum)
+                    id_prefix=prefix, stop_on_signals=True, pending_signal=lambda: ctx.stop.signum)
     if any(offsets):  # an open loop: each row says how long after its arrival time the request left
         for rec in run.records:
             if not rec.warmup:
                 rec.scheduled_time = run.origin + offsets[int(rec.request_id.rsplit("-", 1)[1])]
-    return Measured(run=run, prompt_check=check, summary=None)
+    return run
+
+
+def _sample_goal(ctx: Context, point: Point, budget_s: float | None) -> run_control.SampleGoal:
+    """The required target checks this point feeds and the bounds of its adaptive sample size."""
+    from records.judge import required_tiers
+    b = ctx.bench
+    sample_budget = b.sample_budget_s or run_control.DEFAULT_SAMPLE_BUDGETS[b.mode]
+    if budget_s is not None:
+        sample_budget = min(sample_budget, budget_s / 2)  # a round must never be cut by the point budget
+    checks = run_control.goal_checks(point_key(point.isl, point.osl, point.max_concurrency), point.targets,
+                                     required_tiers(ctx.spec.status.name))
+    return run_control.SampleGoal(checks=checks, min_requests=point.num_prompts, concurrency=point.max_concurrency,
+                                  users=min(point.max_concurrency, point.num_prompts), precision=b.precision,
+                                  budget_s=sample_budget)
+
+
+def _measure_sweep_point(ctx: Context, point: Point, budget_s: float | None):
+    """Independent prompts at the point's concurrency and arrival rate (no workload), in rounds:
+    the minimum first, then more while ``run_control.sampling_stop`` says a required target check
+    is undecided (adaptive sample size). Returns the measurement and its ``PointSampling``."""
+    from benchmarking.prompts import length_check
+    from benchmarking.workloads import Measured
+    from records.bench import PointSampling
+    b = ctx.bench
+    seed = b.seed + point.isl * 7 + point.osl
+    prompts = _prompts(ctx, point.isl, point.num_prompts + b.warmup_requests, seed=seed)
+    check = length_check(prompts, ctx.tokenizer)
+    items = _items(ctx, prompts, point.osl)
+    warm, items = items[:b.warmup_requests], items[b.warmup_requests:]
+    prefix = f"tt-{point.isl}-{point.osl}-{point.max_concurrency}"
+    started = time.monotonic()
+    run = _send_round(ctx, point, items, warm, b.seed, budget_s, prefix)
+    goal = _sample_goal(ctx, point, budget_s)
+    rounds = 1
+    while True:
+        measured = [r for r in run.records if not r.warmup and r.error_class != "interrupted"]
+        ok = [r for r in measured if r.success]
+        state = run_control.sampling_stop(
+            goal, [r.ttft * 1000.0 for r in ok], [r.tpot * 1000.0 for r in ok if r.tpot is not None],
+            sent=len(measured), failed=len(measured) - len(ok), elapsed_s=run.duration,
+            cut_short=bool(run.interrupted or run.budget_exhausted or run.stopped_by or run.not_sent))
+        left = None if budget_s is None else budget_s - (time.monotonic() - started)
+        if state.stop_reason is None and left is not None and left < 2 * run.duration / max(1, len(measured)) * state.next_round:
+            state.stop_reason, state.detail = "sample_budget", f"{state.detail}; the point's time budget is too short"
+        if state.stop_reason is not None:
+            break
+        _log(f"{point.stem}: round {rounds + 1}: {state.detail}")
+        more = _items(ctx, _prompts(ctx, point.isl, state.next_round, seed=seed + 7919 * rounds), point.osl)
+        extra = _send_round(ctx, point, more, None, b.seed + rounds, left, f"{prefix}-r{rounds + 1}")
+        rounds += 1
+        for rec in extra.records:
+            rec.index = len(run.records)
+            run.records.append(rec)
+        run.duration += extra.duration
+        run.not_sent += extra.not_sent
+        run.budget_exhausted = run.budget_exhausted or extra.budget_exhausted
+        run.interrupted = run.interrupted or extra.interrupted
+        run.stopped_by = run.stopped_by or extra.stopped_by
+    sent = sum(1 for r in run.records if not r.warmup)
+    sampling = PointSampling(min_requests=point.num_prompts, requests=sent, rounds=rounds,
+                             stop_reason=state.stop_reason, precision=goal.precision, budget_s=goal.budget_s,
+                             decisions=state.decisions, detail=state.detail)
+    return Measured(run=run, prompt_check=check, summary=None), sampling
 
 
 def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
@@ -164,10 +220,11 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     probe.start()
     started = _now()
     try:
+        sampling = None
         if isinstance(point, workloads.WorkloadPoint):
             measured = workloads.measure(ctx, point, budget_s, lambda: ctx.stop.signum)
         else:
-            measured = _measure_sweep_point(ctx, point, budget_s)
+            measured, sampling = _measure_sweep_point(ctx, point, budget_s)
     finally:
         state = sampler.stop() if sampler is not None else None
     cost = probe.stop()
@@ -217,7 +274,7 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
         requests_file=ctx.rel(requests_path), prompt_check=check, percentiles=b.percentiles,
         goodput_slos=b.goodput or None, budget_exhausted=run.budget_exhausted, not_sent=run.not_sent,
         server_metrics=server_metrics, warnings=warnings, interrupted=interrupted, complete=interrupted is None,
-        workload=summary, server_state=state)
+        workload=summary, server_state=state, sampling=sampling)
     record.set_cost(cost, watched)
     _judge(ctx, point, record)
     record.write(stem + ".json")  # written last: its presence means done
@@ -421,7 +478,9 @@ def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: 
             _log(f"{p.stem} ({tool}): completed {m['completed']} failed {m['failed']} "
                  f"ttft {_fmt(m.get('mean_ttft_ms'))} ms tpot {_fmt(m.get('mean_tpot_ms'))} ms "
                  f"t/s/u {_fmt(m.get('tput_user'), 2)} failures {m.get('failures_by_class') or {}}"
-                 + (f" PARTIAL (interrupted by {rec['interrupted']})" if rec.get("interrupted") else ""))
+                 + (f" PARTIAL (interrupted by {rec['interrupted']})" if rec.get("interrupted") else "")
+                 + (f"; stopped: {rec['sampling']['stop_reason']} ({rec['sampling']['detail']})"
+                    if rec.get("sampling") else ""))
             records.append(rec)
             outputs.append(ctx.rel(path))
             if rec.get("requests_file"):

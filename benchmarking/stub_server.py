@@ -39,6 +39,9 @@ class StubConfig:
 
     ttft_ms: float = 0.0
     itl_ms: float = 0.0
+    # request k's TTFT is ttft_ms + ttft_spread_ms * frac(k * golden ratio): known, evenly spread over
+    # [ttft_ms, ttft_ms + ttft_spread_ms] (mean ttft_ms + spread / 2), so a target's interval can hold it
+    ttft_spread_ms: float = 0.0
     token_text: str = " tok"
     faults: list[tuple[str, int]] = field(default_factory=list)  # (mode, every_n)
     short_by: int = 1            # tokens missing in the `short` fault
@@ -203,7 +206,8 @@ class StubProtocol(asyncio.Protocol):
         n = int(over.get("tokens") or req.get("max_tokens") or req.get("max_completion_tokens") or 16)
         if fault == "short":
             n = max(1, n - cfg.short_by)
-        ttft = float(over.get("ttft_ms", cfg.ttft_ms)) / 1000.0
+        spread = cfg.ttft_spread_ms * ((st.requests * 0.6180339887) % 1.0)
+        ttft = (float(over.get("ttft_ms", cfg.ttft_ms)) + spread) / 1000.0
         itl = float(over.get("itl_ms", cfg.itl_ms)) / 1000.0
         prompt_tokens = _count_prompt_tokens(req)
         rid = headers.get("x-request-id") or f"stub-{st.requests}"
@@ -313,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--ttft-ms", type=float, default=0.0)
     ap.add_argument("--itl-ms", type=float, default=0.0)
+    ap.add_argument("--ttft-spread-ms", type=float, default=0.0,
+                    help="spread TTFTs evenly over [ttft, ttft + spread] (deterministic, per request number)")
     ap.add_argument("--fault", action="append", default=[], help="MODE:EVERY, e.g. http:503:4, reset:5, stall:9")
     ap.add_argument("--stall-s", type=float, default=600.0)
     ap.add_argument("--model", default="stub-model")
@@ -321,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.cpu is not None:
         os.sched_setaffinity(0, {a.cpu})
-    cfg = StubConfig(ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, faults=_parse_faults(a.fault), stall_s=a.stall_s, model=a.model)
+    cfg = StubConfig(ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, ttft_spread_ms=a.ttft_spread_ms, faults=_parse_faults(a.fault), stall_s=a.stall_s, model=a.model)
     loop = make_loop(a.loop)
     asyncio.set_event_loop(loop)
 

@@ -28,6 +28,11 @@ BENCHMARK_ARGS: Mapping[str, str] = {
     "vllm_python": "python of a venv with vllm installed (for tools=vllm); or env TT_VLLM_BENCH_PYTHON",
     "budget_s": "hard wall-time budget for the whole sweep (s)",
     "point_budget_s": "hard wall-time budget per point (s)",
+    "precision": "adaptive sample size: a point with an undecided required target sends more requests until "
+                 "each target metric's 95% interval half-width is at most this share of its value "
+                 "(default 0.05)",
+    "sample_budget_s": "adaptive sample size: seconds of requests per point after which no further round "
+                       "starts (default: smoke 30, ci 60, full 300)",
     "request_rate": "requests/s (default inf = all at once, bounded by concurrency)",
     "burstiness": "gamma shape of inter-arrival gaps: 1 = Poisson, inf = constant (default 1)",
     "ramp": "linear ramp of request rate START:END (req/s) across the point",

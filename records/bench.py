@@ -167,6 +167,41 @@ _LATENCY_FIELDS = tuple(f"{stat}_{fam}_ms" for fam in ("ttft", "tpot", "itl", "e
                         for stat in ("mean", "median", "std")) + ("mean_ttft_first_nonempty_ms",)
 
 
+#: Why a point stopped sending requests (``PointSampling.stop_reason``).
+STOP_REASONS: dict[str, str] = {
+    "no_checks": "the point feeds no required target check: it sends its minimum and stops",
+    "decided": "every required target check the point feeds is decided (pass or fail) on its 95% interval",
+    "precision": "every target metric's 95% interval half-width is within the precision goal of its value "
+                 "(a check still undecided then sits within that precision of its target)",
+    "failed_requests": "a request failed: the error-rate rule decides the point, more samples cannot",
+    "sample_budget": "another round would overrun the point's sampling budget (sample_budget_s) or time budget",
+    "max_requests": "the point reached its request cap (16 x its minimum)",
+    "cut_short": "a round was cut by the point budget, a signal or a silent server",
+}
+
+
+@dataclass
+class PointSampling(TypedRecord):
+    """How many requests an adaptive point sent and why it stopped (benchmarking/run_control.py).
+
+    The point sends its minimum (``point.num_prompts``), then further rounds while a required target
+    check it feeds is undecided on its 95% interval (records.judge.target_estimates, the estimate the
+    report judges) and its precision goal is not met, within its sampling budget. ``metrics.duration``
+    sums the rounds (the pause between rounds, while the rule is evaluated, is not counted)."""
+
+    min_requests: int = described("Requests the point sends at least (point.num_prompts).")
+    requests: int = described("Measured requests sent over all rounds.")
+    rounds: int = described("Rounds of requests sent (1: the minimum was enough).")
+    stop_reason: str = described("Why it stopped: " + "; ".join(f"{k}: {v}" for k, v in STOP_REASONS.items()) + ".")
+    precision: float = described("Precision goal: a 95% interval half-width at most this share of the value.")
+    budget_s: float = described("Seconds of measured requests after which no further round starts "
+                                "(sample_budget_s, capped by the point's time budget).")
+    decisions: dict[str, str] = described(
+        "Required target check ('<metric> <point> <tier>') -> its decision on the samples at the stop.",
+        factory=dict)
+    detail: str | None = described("The stop in words, with the numbers.", None)
+
+
 @dataclass
 class BenchPoint(TypedRecord):
     """One benchmark point as measured by one tool."""
@@ -218,6 +253,9 @@ class BenchPoint(TypedRecord):
                                                           None)
     cost_note: str | None = described("What the cost figures measured (process tree, cgroup), or why one is n/a.",
                                       None)
+    sampling: PointSampling | None = described(
+        "Adaptive sample size: minimum and sent requests, rounds, and why the point stopped; null for a point "
+        "measured in one fixed round (a workload, or another tool).", None, record=PointSampling)
 
     def set_cost(self, cost: Any, watched: str) -> None:
         """Fill the cost fields from a contracts.cpu_cost.Cost of the point and what it watched."""
@@ -281,7 +319,7 @@ class BenchPoint(TypedRecord):
 
 _FIRST = ("schema", "model_id", "served_model_name", "tool", "point", "started", "ended")
 _OMIT_WHEN_NONE = ("raw_file", "command", "prompt_check", "percentiles", "goodput_slos", "budget_exhausted",
-                   "not_sent", "server_metrics", "warnings", "complete", "workload", "server_state")
+                   "not_sent", "server_metrics", "warnings", "complete", "workload", "server_state", "sampling")
 
 
 def format_classes(classes: dict[str, int]) -> str:
@@ -303,5 +341,6 @@ def describe(key: str) -> str:
     return ""
 
 
-__all__ = ["SCHEMA", "LATENCY_FAMILIES", "PointParams", "BenchMetrics", "BenchPoint", "describe",
+__all__ = ["SCHEMA", "LATENCY_FAMILIES", "PointParams", "BenchMetrics", "BenchPoint", "PointSampling", "STOP_REASONS",
+           "describe",
            "format_classes", "point_key"]
