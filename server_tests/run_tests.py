@@ -57,6 +57,7 @@ def suite_env(server_url: str, served_model_name: str, spec: ModelSpec) -> dict[
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["TT_SERVED_MODEL_NAME"] = served_model_name
     env["TT_TEST_ENGINE"] = os.environ.get("TT_TEST_ENGINE") or spec.engine.value
+    env["TT_TEST_MAX_BATCH_DIVERGENCE"] = str(spec.device_model_spec.max_batch_divergence)
     return env
 
 

@@ -198,7 +198,11 @@ def _expand_template(template: dict[str, Any], impls: dict[str, ImplSpec], versi
                 env_vars=dict(entry.pop("env_vars", {})),
                 perf_reference=list(perf_refs.get(perf_key or "", {}).get(device.value, [])),
                 max_error_rate=float(entry.pop("max_error_rate", 0.0)),
+                regression_tolerance=(None if entry.get("regression_tolerance") is None
+                                      else float(entry.pop("regression_tolerance"))),
+                max_batch_divergence=float(entry.pop("max_batch_divergence", 0.0)),
             )
+            entry.pop("regression_tolerance", None)
             if entry:
                 raise CatalogError(f"unknown device spec key(s) for {model_name}/{device.value}: {sorted(entry)}")
             env = dict(TT_ENV_DEFAULTS if device.is_tenstorrent else CPU_ENV_DEFAULTS if device is DeviceType.CPU else {})

@@ -28,7 +28,7 @@ DEFECTS = frozenset({
     "models_wrong_id", "empty_text", "chat_role_user", "stream_drops_first_token", "ignore_n",
     "ignore_max_tokens", "ignore_stop", "ignore_seed", "seed_means_greedy", "ignore_ignore_eos",
     "ignore_min_tokens", "logprobs_missing_last", "ignore_echo", "usage_total_wrong", "usage_off_by_one",
-    "stream_usage_missing", "any_model_accepted", "bad_params_500", "no_auth",
+    "stream_usage_missing", "any_model_accepted", "bad_params_500", "no_auth", "batch_variant",
 })
 
 
@@ -57,6 +57,7 @@ class FakeOpenAI:
         self.model, self.api_key, self.defects = model, api_key, dict(defects or {})
         self.delay_s = delay_s  # per request: a slow server, for interrupting the suite mid-run
         self.requests_by_case: dict[str, int] = {}
+        self._in_flight, self._lock = 0, threading.Lock()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -94,9 +95,22 @@ class FakeOpenAI:
         return self.defects.get(case)
 
     def _handle(self, handler, method: str) -> None:
+        with self._lock:
+            self._in_flight += 1
+        try:
+            self._answer(handler, method)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _answer(self, handler, method: str) -> None:
         defect = self._defect(handler)
         if self.delay_s:
             time.sleep(self.delay_s)
+        if defect == "batch_variant":
+            time.sleep(0.05)  # long enough for a batch's requests to overlap
+            with self._lock:
+                defect = defect if self._in_flight > 1 else None  # alone: the right answer
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
         try:
@@ -164,7 +178,9 @@ class FakeOpenAI:
         """(tokens, finish_reason) of one choice."""
         prompt, max_tokens = req["prompt"], req["max_tokens"]
         seed = body.get("seed")
-        if req["temperature"] == 0 or defect == "seed_means_greedy":
+        if defect == "batch_variant":  # greedy text that depends on what else is in flight
+            rng = random.Random(_h(prompt, "batched"))
+        elif req["temperature"] == 0 or defect == "seed_means_greedy":
             rng = random.Random(_h(prompt))
         elif seed is not None and defect != "ignore_seed":
             rng = random.Random(_h(prompt, seed, index))
