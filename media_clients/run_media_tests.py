@@ -20,6 +20,7 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
 
 from media_clients import data  # noqa: E402
 from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper, now_iso  # noqa: E402
+from media_clients.invariance import INVARIANCE_CASES  # noqa: E402
 from media_clients.transport import Answer, MediaHttp  # noqa: E402
 from media_clients.vision import VISION_CASES  # noqa: E402
 from media_clients.workloads import (CnnWorkload, EmbeddingWorkload, ImageWorkload, SpeechWorkload,  # noqa: E402
@@ -265,6 +266,11 @@ def _vision_case(check: Callable[[MediaHttp, str], None]) -> Callable[[ClientRun
     return lambda run: check(run.http, run.served_model_name)
 
 
+def _invariance(kind: str) -> tuple[Case, ...]:
+    """The kind's batch-invariance cases (``media_clients.invariance``)."""
+    return tuple(Case(name, markers, _vision_case(check)) for name, markers, check in INVARIANCE_CASES.get(kind, ()))
+
+
 KIND_CASES: dict[str, tuple[Case, ...]] = {
     "vision": tuple(Case(name, markers, _vision_case(check)) for name, markers, check in VISION_CASES),
     "image": (Case("image/generate_ok", ("param", "smoke"), image_ok),
@@ -280,7 +286,7 @@ KIND_CASES: dict[str, tuple[Case, ...]] = {
                Case("speech/temperature_out_of_range_400", ("param", "error"), speech_bad_temperature),
                Case("speech/unknown_model_404", ("error",), _unknown_model(lambda r: r.http.post_form(
                    "/v1/audio/transcriptions", {"model": "no-such-model"},
-                   {"file": ("clip.wav", _clip().wav, "audio/wav")})))),
+                   {"file": ("clip.wav", _clip().wav, "audio/wav")}))), *_invariance("speech")),
     "cnn": (Case("cnn/classify_top_k", ("param", "smoke"), cnn_ok),
             Case("cnn/multipart_upload", ("param",), cnn_multipart),
             Case("cnn/not_an_image_400", ("error",), cnn_not_image),
@@ -288,14 +294,14 @@ KIND_CASES: dict[str, tuple[Case, ...]] = {
             Case("cnn/top_k_zero_400", ("param", "error"), cnn_bad_top_k),
             Case("cnn/unknown_model_404", ("error",), _unknown_model(lambda r: r.http.post_json(
                 "/v1/cnn/search-image", {"model": "no-such-model", "image": base64.b64encode(
-                    CnnWorkload({}).photos[0].png).decode()})))),
+                    CnnWorkload({}).photos[0].png).decode()}))), *_invariance("cnn")),
     "embedding": (Case("embedding/batch_ok", ("param", "smoke"), embedding_ok),
                   Case("embedding/single_string", ("param",), embedding_single_string),
                   Case("embedding/base64_encoding", ("param",), embedding_base64),
                   Case("embedding/empty_input_400", ("error",), embedding_empty),
                   Case("embedding/bad_encoding_format_400", ("param", "error"), embedding_bad_format),
                   Case("embedding/unknown_model_404", ("error",), _unknown_model(lambda r: r.http.post_json(
-                      "/v1/embeddings", {"model": "no-such-model", "input": "x"})))),
+                      "/v1/embeddings", {"model": "no-such-model", "input": "x"}))), *_invariance("embedding")),
 }
 
 

@@ -93,7 +93,8 @@ def test_readiness_then_clients_write_their_records(mock_cnn_server, tmp_path):
     assert tests.returncode == 0, tests.stdout + tests.stderr
     record = json.loads((tmp_path / "tests" / "tests_record.json").read_text())
     assert record["schema"] == "tt-tests-record/1" and record["passed"] is True
-    assert record["counts"]["passed"] == 9 and (tmp_path / "tests" / "junit.xml").is_file()
+    assert record["counts"]["passed"] == 10 and (tmp_path / "tests" / "junit.xml").is_file()
+    assert {c["name"]: c["outcome"] for c in record["cases"]}["cnn/batch_invariance"] == "passed"
 
     # The mock's fixed labels are not ImageNet classes: the top-5 eval runs and fails, as it must.
     evals = _client("run_media_evals.py", base, tmp_path)
