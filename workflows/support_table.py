@@ -80,13 +80,14 @@ def measured_status(record: ReportRecord) -> str:
     if any(b.tier is None and b.category != "comparison" for b in record.verdict.blockers):
         return "EXPERIMENTAL"  # a crash, failed requests or a failed eval; a regression is judged on its own
     supported = "EXPERIMENTAL"
+    rows = [*record.targets, *(m for m in record.media if m.tiers)]  # LLM reference points and media points
     for status in STATUS_ORDER[1:]:
         tiers = STATUS_TIERS[status]
-        checks = [t for row in record.targets for t in row.tiers if t.tier in tiers]
-        rows_ran = all(row.ran for row in record.targets) if record.targets else False
+        checks = [t for row in rows for t in row.tiers if t.tier in tiers]
+        rows_ran = all(row.ran for row in rows) if rows else False
         if checks and rows_ran and all(t.passed for t in checks):
             supported = status
-        elif checks or record.targets:
+        elif checks or rows:
             break
         else:  # no perf reference at all: the verdict alone speaks for the catalog's status
             supported = record.verdict.model_status or supported
