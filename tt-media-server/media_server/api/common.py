@@ -101,3 +101,11 @@ def check_text_chars(request: Request, field: str, texts: list[str]) -> None:
         if len(text) > limit:
             where = field if len(texts) == 1 else f"{field}[{index}]"
             raise PayloadTooLarge(f"{where}: {len(text)} characters is over MAX_TEXT_CHARS={limit}")
+
+
+def one_of(field: str, value: Any, alias: str, alias_value: Any) -> Any:
+    """The value of a field that has a second name (TEI's ``texts`` for ``documents``, llama.cpp's
+    ``input`` for ``content``); BadInput naming both when neither or both are given."""
+    if (value is None) == (alias_value is None):
+        raise BadInput(f"{field}: give {field} (or {alias}), exactly one of the two")
+    return value if value is not None else alias_value

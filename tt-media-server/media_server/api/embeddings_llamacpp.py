@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from media_server.api.common import check_text_chars, run_request, scheduler_of
+from media_server.api.common import check_text_chars, one_of, run_request, scheduler_of
 from media_server.api.embeddings import KIND, _batcher
 from media_server.auth import require_api_key
 from media_server.embeddings.encoding import EmbeddingInputError, parse_input
@@ -52,10 +52,8 @@ def normalize(vector: np.ndarray, mode: int) -> list[float]:
 @router.post("/embeddings")
 async def llamacpp_embedding(request: Request, body: LlamaCppEmbeddingRequest) -> JSONResponse:
     """Embed ``content``; llama.cpp's response shape."""
-    if (body.content is None) == (body.input is None):
-        raise BadInput("content: give the text(s) as content (or input), exactly one of the two")
     try:
-        texts = parse_input(body.content if body.content is not None else body.input)
+        texts = parse_input(one_of("content", body.content, "input", body.input))
     except EmbeddingInputError as error:
         raise BadInput(str(error).replace("input", "content", 1)) from None
     check_text_chars(request, "content", texts)

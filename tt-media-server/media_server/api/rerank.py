@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from media_server.api.common import check_text_chars, run_request, scheduler_of
+from media_server.api.common import check_text_chars, one_of, run_request, scheduler_of
 from media_server.api.embeddings import KIND as EMBEDDING_KIND
 from media_server.api.embeddings import _batcher, _model_info
 from media_server.auth import require_api_key
@@ -66,10 +66,8 @@ def _scoring_pool(request: Request, model: str | None):
 @router.post("/v1/reranking")
 async def rerank(request: Request, body: RerankRequest) -> JSONResponse:
     """Rank ``documents`` by relevance to ``query``, best first."""
-    if (body.documents is None) == (body.texts is None):
-        raise BadInput("documents: give the documents (or TEI's texts), exactly one of the two")
     try:
-        texts = document_texts(body.documents if body.documents is not None else body.texts)
+        texts = document_texts(one_of("documents", body.documents, "TEI's texts", body.texts))
     except RerankInputError as error:
         raise BadInput(str(error)) from None
     check_text_chars(request, "query", [body.query])

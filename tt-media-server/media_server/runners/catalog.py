@@ -20,7 +20,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from media_server.devices import model_device
 from media_server.embeddings.settings import embedding_settings
 from media_server.model_files import ModelSource, resolve_model_dir
 from media_server.runners.base import RunnerUnavailable
@@ -41,18 +40,22 @@ def _entry(base: type, class_name: str, served: str, files: tuple[str, ...]) -> 
                                       "source": ModelSource(served, served, "main", files)})
 
 
-# ---------------------------------------------------------------------------------- embeddings
-class _CatalogEmbedding(EmbeddingCpuRunner):
+class _FromCatalog:
+    """Mixed in before a runner class: /v1/models also shows the entry's repo and pinned revision."""
+
     source: ClassVar[ModelSource]
+
+    @classmethod
+    def model_card(cls, model_id: str) -> dict[str, Any]:
+        return {**super().model_card(model_id), "hf_repo": cls.source.repo, "revision": cls.source.revision}
+
+
+# ---------------------------------------------------------------------------------- embeddings
+class _CatalogEmbedding(_FromCatalog, EmbeddingCpuRunner):
 
     @classmethod
     def model_path(cls) -> Path:
         return resolve_model_dir(cls.source, embedding_settings().embedding_model_path)
-
-    @classmethod
-    def model_card(cls, model_id: str) -> dict[str, Any]:
-        return {**super().model_card(model_id), "device": model_device().label, "hf_repo": cls.source.repo,
-                "revision": cls.source.revision}
 
 
 BgeM3Runner = _entry(_CatalogEmbedding, "BgeM3Runner", "BAAI/bge-m3", ST_FILES)
@@ -61,8 +64,7 @@ EmbeddingGemmaRunner = _entry(_CatalogEmbedding, "EmbeddingGemmaRunner", "google
 
 
 # ---------------------------------------------------------------------------------- chat and vision models
-class _CatalogText(TextSlotsRunner):
-    source: ClassVar[ModelSource]
+class _CatalogText(_FromCatalog, TextSlotsRunner):
 
     @classmethod
     def checkpoint_dir(cls) -> Path:
@@ -72,10 +74,6 @@ class _CatalogText(TextSlotsRunner):
     @classmethod
     def preflight(cls, settings) -> None:
         cls.checkpoint_dir()
-
-    @classmethod
-    def model_card(cls, model_id: str) -> dict[str, Any]:
-        return {"device": "cpu", "hf_repo": cls.source.repo, "revision": cls.source.revision}
 
     def load(self) -> None:
         self.text_settings.text_model_path = str(self.checkpoint_dir())
@@ -91,18 +89,12 @@ Qwen3VL4BRunner = _entry(VisionHfRunner, "Qwen3VL4BRunner", "Qwen/Qwen3-VL-4B-In
 
 
 # ---------------------------------------------------------------------------------- speech
-class _CatalogWhisper(WhisperCpuRunner):
+class _CatalogWhisper(_FromCatalog, WhisperCpuRunner):
     """The documented openai/whisper-* names, served by faster-whisper from their CTranslate2 conversions."""
-
-    source: ClassVar[ModelSource]
 
     @classmethod
     def model_path(cls) -> Path:
         return resolve_model_dir(cls.source, speech_settings().whisper_model_path)
-
-    @classmethod
-    def model_card(cls, model_id: str) -> dict[str, Any]:
-        return {"device": "cpu", "hf_repo": cls.source.repo, "revision": cls.source.revision}
 
 
 def _whisper(size: str) -> type[WhisperCpuRunner]:
