@@ -14,7 +14,8 @@ interval, never on the ratio alone:
   interval far narrower than the truth: it is shown, never trusted to decide).
 
 Compared today: every LLM benchmark point both runs measured (same ISL/OSL/concurrency), on mean
-TTFT and mean TPOT. The baseline is found in the run history (``last``, a run id) or given as a
+TTFT and mean TPOT, and every media point both measured (same kind and concurrency), on the mean
+end-to-end latency of its successful requests (``MediaPoint.requests``). The baseline is found in the run history (``last``, a run id) or given as a
 run directory; its numbers are read from its own run directory, the source of truth.
 """
 from __future__ import annotations
@@ -34,7 +35,7 @@ POLICIES = ("fail", "warn")
 #: Metrics compared per point: (name, index in ``request_values``' pair, higher is better).
 POINT_METRICS = (("ttft_ms", 0, False), ("tpot_ms", 1, False))
 #: Metrics the trend plot draws (per point), in this order.
-TREND_METRICS = ("ttft_ms", "tpot_ms")
+TREND_METRICS = ("ttft_ms", "tpot_ms", "latency_p50_ms")
 
 
 class CompareError(ValueError):
@@ -105,39 +106,63 @@ def _point_requests(run_dir: Path) -> dict[str, Path]:
     return out
 
 
+def _media_latencies(run_dir: Path) -> dict[str, list[float]]:
+    """Media point key (<kind>_con-<c>) -> end-to-end latencies (ms) of its successful requests."""
+    from records.media import MediaPoint
+
+    out: dict[str, list[float]] = {}
+    for path in sorted((run_dir / "benchmarks").glob("media_point_*.json")):
+        try:
+            point = MediaPoint.read(path)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            continue
+        out[path.stem.removeprefix("media_point_")] = [
+            float(r["ms"]) for r in point.requests if isinstance(r, dict) and r.get("error_class") is None
+            and isinstance(r.get("ms"), (int, float)) and not isinstance(r.get("ms"), bool)]
+    return out
+
+
+def _metric(name: str, v: list[float], b: list[float], tolerance: float, higher: bool,
+            notes: list[str]) -> ComparisonMetric:
+    """One metric from both runs' per-request values, decided (module docstring)."""
+    metric = ComparisonMetric(name=name, higher_is_better=higher, n=len(v), baseline_n=len(b))
+    if v and b:
+        metric.value = round(sum(v) / len(v), 4)
+        metric.baseline = round(sum(b) / len(b), 4)
+        if metric.baseline > 0:
+            metric.ratio = round(metric.value / metric.baseline, 4)
+            try:
+                metric.ci95 = bootstrap_ratio_of_means(v, b).as_list(4)
+            except ValueError:
+                metric.ci95 = None
+    metric.decision = decide(metric.ci95, tolerance, higher)
+    if metric.ci95 is not None and min(len(v), len(b)) < MIN_REQUESTS:
+        metric.decision = "inconclusive"
+        notes.append(f"{name}: {min(len(v), len(b))} requests in a run, fewer than {MIN_REQUESTS}: "
+                     f"the interval is shown, not trusted to decide")
+    if metric.ci95 is None:
+        notes.append(f"{name}: no per-request values in {'both runs' if not v and not b else 'one run'}"
+                     f"; not decided")
+    return metric
+
+
 def compare_runs(run_dir: Path, baseline_dir: Path, tolerance: float) -> tuple[list[ComparisonMetric], list[str]]:
     """Every metric both runs measured, decided; and notes on what could not be compared."""
     mine, theirs = _point_requests(run_dir), _point_requests(baseline_dir)
     metrics, notes = [], []
+    media, media_base = _media_latencies(run_dir), _media_latencies(baseline_dir)
+    for key in sorted(set(media) & set(media_base)):
+        metrics.append(_metric(f"{key} latency_ms", media[key], media_base[key], tolerance, False, notes))
     only = sorted(set(mine) ^ set(theirs))
     if only:
         notes.append("points measured by one run only (not compared): " + ", ".join(only))
     for key in sorted(set(mine) & set(theirs)):
         values, base = request_values(mine[key]), request_values(theirs[key])
         for name, index, higher in POINT_METRICS:
-            v = values[index] if values else []
-            b = base[index] if base else []
-            metric = ComparisonMetric(name=f"{key} {name}", higher_is_better=higher, n=len(v), baseline_n=len(b))
-            if v and b:
-                metric.value = round(sum(v) / len(v), 4)
-                metric.baseline = round(sum(b) / len(b), 4)
-                if metric.baseline > 0:
-                    metric.ratio = round(metric.value / metric.baseline, 4)
-                    try:
-                        metric.ci95 = bootstrap_ratio_of_means(v, b).as_list(4)
-                    except ValueError:
-                        metric.ci95 = None
-            metric.decision = decide(metric.ci95, tolerance, higher)
-            if metric.ci95 is not None and min(len(v), len(b)) < MIN_REQUESTS:
-                metric.decision = "inconclusive"
-                notes.append(f"{metric.name}: {min(len(v), len(b))} requests in a run, fewer than {MIN_REQUESTS}: "
-                             f"the interval is shown, not trusted to decide")
-            if metric.ci95 is None:
-                notes.append(f"{metric.name}: no per-request values in {'both runs' if not v and not b else 'one run'}"
-                             f"; not decided")
-            metrics.append(metric)
-    if not mine and not theirs:
-        notes.append("neither run measured LLM benchmark points; nothing to compare")
+            metrics.append(_metric(f"{key} {name}", values[index] if values else [], base[index] if base else [],
+                                   tolerance, higher, notes))
+    if not mine and not theirs and not (set(media) & set(media_base)):
+        notes.append("the runs measured no benchmark point in common; nothing to compare")
     return metrics, notes
 
 

@@ -127,3 +127,25 @@ def test_settings_and_bad_baselines(tmp_path) -> None:
             baseline_from(CompareSettings("no-such-run"), record, store)
     with pytest.raises(CompareError, match="could not be reached"):
         baseline_from(CompareSettings("last"), record, None)
+
+
+def test_media_points_are_compared_on_their_requests_latency(tmp_path) -> None:
+    from records.media import MediaPoint
+    from reports.comparison import compare_runs
+
+    def run(name: str, latencies: list[float]) -> Path:
+        path = tmp_path / name / "benchmarks" / "media_point_embedding_con-1.json"
+        path.parent.mkdir(parents=True)
+        requests = [{"request_id": f"r{i}", "ms": ms, "status": 200, "error_class": None}
+                    for i, ms in enumerate(latencies)]
+        requests.append({"request_id": "bad", "ms": 1.0, "status": 500, "error_class": "http_5xx"})  # not counted
+        MediaPoint(model_id="m", served_model_name="m", kind="embedding", endpoint="/v1/embeddings",
+                   max_concurrency=1, num_requests=len(requests), requests=requests).write(path)
+        return tmp_path / name
+
+    base = run("base", [100.0 + (i % 5) for i in range(12)])
+    slow = run("slow", [130.0 + (i % 5) for i in range(12)])
+    metrics, notes = compare_runs(slow, base, 0.05)
+    assert [(m.name, m.decision, m.n) for m in metrics] == [("embedding_con-1 latency_ms", "regressed", 12)]
+    few = run("few", [130.0, 131.0])
+    assert compare_runs(few, base, 0.05)[0][0].decision == "inconclusive"
