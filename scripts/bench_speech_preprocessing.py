@@ -79,7 +79,7 @@ def _transcribe(runner, samples: np.ndarray, chunks) -> tuple[float, str]:
     started = time.perf_counter()
     texts = []
     for chunk in chunks:
-        for segment in runner.start({"samples": samples[chunk.start:chunk.end], "options": {}}):
+        for segment in runner.start({"samples": chunk.samples_of(samples), "options": {}}):
             texts.append(segment["text"])
     return time.perf_counter() - started, "".join(texts).strip()
 
@@ -142,7 +142,7 @@ def vad_saving(silence_seconds: float, repeats: int, runner) -> dict:
     samples = np.concatenate([piece for clip in clips for piece in (_decode(clip.wav), gap)])
     duration = len(samples) / SR
     reference = " ".join(clip.text for clip in clips)
-    plain, trimmed = [], []
+    plain, trimmed, vad_only = [], [], []
     for _ in range(repeats):
         seconds, plain_text = _transcribe(runner, samples, plan_chunks(samples, 30.0))
         plain.append(seconds)
@@ -152,16 +152,22 @@ def vad_saving(silence_seconds: float, repeats: int, runner) -> dict:
         vad_seconds = time.perf_counter() - started
         seconds, vad_text = _transcribe(runner, samples, chunks)
         trimmed.append(seconds + vad_seconds)
+        vad_only.append(vad_seconds)
     row = {"measure": "VAD on long silences", "audio_seconds": round(duration, 2),
            "speech_seconds": round(sum(c.duration_seconds for c in chunks), 2),
            "silence_between_sentences_s": silence_seconds, "repeats": repeats,
            "without_vad_seconds": round(statistics.median(plain), 3),
            "with_vad_seconds": round(statistics.median(trimmed), 3),
+           "vad_seconds": round(statistics.median(vad_only), 3),
+           "chunks_without_vad": len(plan_chunks(samples, 30.0)), "chunks_with_vad": len(chunks),
+           "runs_without_vad_seconds": [round(x, 3) for x in plain],
+           "runs_with_vad_seconds": [round(x, 3) for x in trimmed],
            "ratio_with_to_without": round(statistics.median(trimmed) / statistics.median(plain), 3),
            "word_recall_without_vad": round(word_recall(reference, plain_text), 4),
            "word_recall_with_vad": round(word_recall(reference, vad_text), 4)}
     print(f"VAD, {duration:.0f} s audio ({row['speech_seconds']:.0f} s speech sent): "
-          f"without {row['without_vad_seconds']:.2f} s, with {row['with_vad_seconds']:.2f} s (VAD included), "
+          f"without {row['without_vad_seconds']:.2f} s ({row['chunks_without_vad']} Whisper calls), with "
+          f"{row['with_vad_seconds']:.2f} s ({row['chunks_with_vad']} calls + {row['vad_seconds']:.2f} s of VAD), "
           f"ratio {row['ratio_with_to_without']:.2f}; reference "
           f"words found {row['word_recall_without_vad']:.3f} without, {row['word_recall_with_vad']:.3f} with",
           flush=True)
@@ -174,13 +180,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--silence", type=float, default=20.0, help="seconds of silence after each sentence")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument("--only", choices=("diarization", "vad"), default=None, help="run one measurement")
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.silence < 0 or any(t < 1 for t in args.threads):
         parser.error("--repeats and --threads must be >= 1, --silence >= 0")
     try:
         runner = _whisper()
-        rows = diarization_cost(args.threads, args.repeats, runner)
-        rows.append(vad_saving(args.silence, args.repeats, runner))
+        rows = [] if args.only == "vad" else diarization_cost(args.threads, args.repeats, runner)
+        if args.only != "diarization":
+            rows.append(vad_saving(args.silence, args.repeats, runner))
     except make_speech_data.SpeechDataError as error:
         print(f"bench_speech_preprocessing: {error}", file=sys.stderr)
         return 1
