@@ -75,6 +75,19 @@ def _wait_ready(port: int, process: subprocess.Popen, timeout: float = 120.0) ->
         raise SystemExit(str(exc)) from None
 
 
+def stop_server(process: subprocess.Popen) -> None:
+    """SIGINT (the server stops its workers in order), 20 s, then SIGKILL to its whole group."""
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def one_stream(port: int, index: int, tokens: int) -> tuple[float, int]:
     """(seconds, completion tokens) of one SSE stream; SystemExit when the stream is wrong."""
     body = {"prompt": f"overhead stream {index}", "max_tokens": tokens, "stream": True,
@@ -130,15 +143,7 @@ def main() -> int:
                                "overhead_ms_per_token": round(overhead * 1000 / total, 4)})
                 print(json.dumps(rounds[-1]), file=sys.stderr)
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        stop_server(process)
         log.close()
     median = statistics.median(r["overhead_ms_per_token"] for r in rounds)
     print(json.dumps({"step_ms": ns.step_ms, "streams": ns.streams, "tokens_per_stream": ns.tokens,

@@ -168,11 +168,14 @@ def main() -> int:
             main_seconds = process_cpu_seconds(server.process.pid) - main_before
             cost = probe.stop()
             direct_walls = {}
+            direct_cpu = {}
             for threads in (default_threads, 1):
                 torch.set_num_threads(threads)
+                cpu_started = time.process_time()
                 started = time.perf_counter()
                 direct = direct_model.encode(texts, batch_size=args.direct_batch, convert_to_numpy=True)
                 direct_walls[threads] = time.perf_counter() - started
+                direct_cpu[threads] = time.process_time() - cpu_started
             torch.set_num_threads(default_threads)
             direct_threads = min(direct_walls, key=direct_walls.get)
             direct_wall = direct_walls[direct_threads]
@@ -189,6 +192,7 @@ def main() -> int:
                                                         if cost.per(len(served)) is not None else None),
                    "server_core_seconds_note": cost.cpu_note,
                    "api_process_core_seconds_per_1k_texts": round(main_seconds * 1000 / max(1, len(served)), 3),
+                   "direct_core_seconds_per_1k_texts": round(direct_cpu[direct_threads] * 1000 / len(texts), 3),
                    "energy_joules_per_1k_texts": cost.energy_per(len(served), 1000),
                    "energy_note": cost.energy_note}
             row["ratio"] = round(row["server_texts_per_s"] / row["direct_texts_per_s"], 3)
@@ -199,7 +203,8 @@ def main() -> int:
                   f"(torch threads: texts/s {row['direct_texts_per_s_by_threads']}), "
                   f"ratio {row['ratio']:.2f}x; cosine to fp32 min {row['cosine_min']} mean {row['cosine_mean']}; "
                   f"server {row['server_core_seconds_per_1k_texts']} core-s per 1k texts (API process "
-                  f"{row['api_process_core_seconds_per_1k_texts']}, the rest the worker); energy "
+                  f"{row['api_process_core_seconds_per_1k_texts']}, the rest the worker; direct "
+                  f"{row['direct_core_seconds_per_1k_texts']}); energy "
                   f"{row['energy_joules_per_1k_texts'] if row['energy_joules_per_1k_texts'] is not None else 'n/a'}"
                   f"{' (' + cost.energy_note + ')' if cost.energy_note else ''}", flush=True)
     finally:
