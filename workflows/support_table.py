@@ -70,7 +70,8 @@ def _comparison(record: ReportRecord) -> str:
     c = record.comparison
     if c is None:
         return "no earlier run"
-    counts = {d: sum(1 for m in c.metrics if m.decision == d) for d in ("regressed", "improved", "within_noise")}
+    counts = {d: sum(1 for m in c.metrics if m.decision == d)
+              for d in ("regressed", "improved", "within_noise", "inconclusive")}
     text = ", ".join(f"{n} {d.replace('_', ' ')}" for d, n in counts.items() if n) or "no metric in common"
     return f"vs {c.baseline_run}: {text}" + ("" if c.same_host else " (different host)")
 
