@@ -100,7 +100,7 @@ class StressPointRecord(TypedRecord):
     detail: str = described("one-line summary, or what failed", "")
     requests_file: str | None = described("per-request JSONL relative to the run directory", None)
     server_state: dict | None = described(
-        "the server's /metrics sampled about once a second during the load (benchmarking/server_state.py: "
+        "the server's /metrics sampled about once a second during the load (contracts/server_state.py: "
         "t_s since the load started, the request rows' clock minus origin_perf_s; running, waiting, "
         "kv_cache_usage_pct, prefix_cache_hit_rate, queue_depth, mean_batch_size as exposed); null without /metrics",
         None)
@@ -129,15 +129,20 @@ class CapacityLevel(TypedRecord):
     """One measured level of the capacity search (a point of the curve)."""
 
     level: float = described("concurrency, or request rate (req/s)")
-    holds: bool = described("every SLO percentile within its limit and goodput >= the goal")
-    marginal: bool = described("a percentile within 5% of its limit, or goodput within one standard error of the goal", False)
+    holds: bool = described("every SLO percentile within its limit and the whole 95% Wilson interval of goodput "
+                            ">= the goal")
+    marginal: bool = described("undecided: the goodput interval holds the goal, or a percentile is within 5% of "
+                               "its limit", False)
+    goodput_decision: str = described("the goodput's 95% Wilson interval against the goal: pass (wholly at or "
+                                      "above), fail (wholly below) or inconclusive", "inconclusive")
     goodput: float = described("fraction of sent requests that succeeded and met every limit", 0.0)
     goodput_ci_low: float = described("95% Wilson interval, low end", 0.0)
     goodput_ci_high: float = described("95% Wilson interval, high end", 1.0)
     slo_values_ms: dict = described("each SLO key -> the measured percentile", factory=dict, unit="ms")
     sent: int = described("requests sent at this level (pooled over repeats)", 0)
     failed: int = described("requests that failed", 0)
-    repeats: int = described("times the level was measured (2 when it was within noise)", 1)
+    repeats: int = described("times the level was measured, samples pooled (more than 1: it was undecided; "
+                             "the target level is measured until its interval decides it)", 1)
     duration_s: float = described("wall time spent at this level", 0.0, unit="s")
     items_per_s: float | None = described("media: completed items per second at this level", None, unit="items/s")
     reason: str = described("why it holds or not", "")
@@ -165,6 +170,8 @@ class CapacityRecord(TypedRecord):
     bracket_held: float | None = described("last level that held", None)
     bracket_failed: float | None = described("first level that failed (null: the ceiling held)", None)
     converged: bool = described("stopped by the resolution rule, not by noise or budget", False)
+    undecided_level: float | None = described("the level the search stopped at because its 95% interval could "
+                                              "not decide it (null: none)", None)
     stop_reason: str = described("why the search stopped", "")
     target: float | None = described("capacity the spec (or capacity_target=) expects", None)
     target_source: str | None = described("where the target came from", None)
@@ -172,6 +179,7 @@ class CapacityRecord(TypedRecord):
     search_wall_s: float = described("wall time of the whole search", 0.0, unit="s")
     levels: list = described("every measured level in search order (the curve)", factory=list,
                              record_list=CapacityLevel)
-    status: str = described("passed unless the target was missed or the search could not run", "failed")
-    passed: bool = described("same as status == passed", False)
+    status: str = described("passed unless the target was missed or the search could not run; inconclusive when "
+                            "the target level's goodput interval still holds the goal", "failed")
+    passed: bool | None = described("same as status == passed (null: inconclusive)", False)
     detail: str = described("one-line answer", "")

@@ -4,20 +4,28 @@ A level (a concurrency, or a request rate) holds when every SLO percentile is wi
 AND the goodput -- the fraction of sent requests that succeeded and met every limit on their own
 -- is at least the goal (default 95%). Failed requests count as bad, never as absent.
 
-Search: bracket by doubling from the start level until a level fails (or the ceiling holds), then
-bisect between the last level that held and the first that failed until they are one resolution
-step apart. Noise rule: a level whose goodput is within one standard error of the goal (with some requests
-good and some not), or whose SLO percentile sits within ``noise_band`` of its limit, is measured once more and the samples pooled;
-if it is still undecided the search stops there and answers the last level that held clearly,
-because further bisection would only be reading noise.
+Decision on the interval: a level's goodput is decided on its 95% Wilson interval
+(``contracts.intervals.wilson`` and ``decide``): it holds only when the whole interval is at or above
+the goal and every SLO percentile is within its limit; it fails when a percentile misses its limit,
+the whole interval is below the goal, or it stopped early; otherwise it is undecided. All requests
+good is not proof by itself: 4 good requests give 51%..100%, and 95% is cleared from 73 on.
+
+Search: with a capacity target inside [start, ceiling], the target level is measured first:
+that answers "target met?" with the fewest levels (a load that holds at the target holds below it).
+Then bracket by doubling (from the target when it held, else from the start level below it) until a
+level fails (or the ceiling holds), and bisect between the last level that held and the first that
+failed until they are one resolution step apart. Sequential rule: an undecided level (its goodput
+interval holds the goal, or an SLO percentile sits within ``noise_band`` of its limit) is measured
+again, the samples pooled, until it is decided or ``level_requests`` requests or the time budget are
+spent; if it is still undecided the search stops there, names it (``undecided``) and answers the last
+level that held clearly, because further bisection would only be reading noise.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from contracts.intervals import percentile
+from contracts.intervals import FAIL, PASS, decide, percentile, wilson
 from stress_tests.args import Slo
 
 
@@ -43,15 +51,10 @@ class LevelSamples:
                             self.duration_s + other.duration_s, self.items + other.items)
 
 
-def wilson_interval(good: int, total: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion (sound at 0 and 1, unlike the normal one)."""
-    if total <= 0:
-        return 0.0, 1.0
-    p = good / total
-    denom = 1 + z * z / total
-    centre = (p + z * z / (2 * total)) / denom
-    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+def wilson_interval(good: int, total: int) -> tuple[float, float]:
+    """95% Wilson score interval of a proportion as (low, high) (``contracts.intervals.wilson``)."""
+    interval = wilson(good, total)
+    return interval.low, interval.high
 
 
 def request_is_good(values_ms: dict[str, float | None], slos: list[Slo]) -> bool:
@@ -73,12 +76,15 @@ class LevelJudgement:
     duration_s: float = 0.0
     repeats: int = 1
     items: int = 0
+    goodput_decision: str = "inconclusive"  # the Wilson interval against the goal: pass | fail | inconclusive
 
 
 def judge_level(level: float, s: LevelSamples, slos: list[Slo], goal: float, noise_band: float = 0.05) -> LevelJudgement:
     sent = max(s.sent, 1)
     goodput = s.good / sent
-    ci = wilson_interval(s.good, sent)
+    interval = wilson(s.good, sent)
+    ci = (interval.low, interval.high)
+    goodput_decision = decide(interval, goal, higher_is_better=True)
     values: dict[str, float | None] = {}
     misses, near = [], []
     for slo in slos:
@@ -89,24 +95,25 @@ def judge_level(level: float, s: LevelSamples, slos: list[Slo], goal: float, noi
             misses.append(f"{slo.key} {'n/a' if v is None else f'{v:.0f}'} > {slo.limit_ms:g} ms")
         if v is not None and abs(v - slo.limit_ms) <= noise_band * slo.limit_ms:
             near.append(slo.key)
-    holds = not misses and goodput >= goal and not s.stopped_reason
-    # Goodput is undecided when some requests missed and the goal is within one standard error of
-    # the measured fraction (all good or all bad is evidence enough, however few requests).
-    goodput_noisy = 0 < s.good < sent and abs(goodput - goal) < math.sqrt(goal * (1 - goal) / sent)
-    marginal = not s.stopped_reason and (goodput_noisy or bool(near))
+    holds = not misses and goodput_decision == PASS and not s.stopped_reason
+    failed = bool(misses) or goodput_decision == FAIL or bool(s.stopped_reason)
+    # Undecided: the goodput interval holds the goal, or a percentile sits within the noise band of its limit.
+    marginal = not s.stopped_reason and (not (holds or failed) or bool(near))
+    interval_text = f"goodput {goodput:.1%} (95% CI {ci[0]:.1%}..{ci[1]:.1%}, n={s.sent})"
     if s.stopped_reason:
         reason = f"stopped early: {s.stopped_reason}"
     elif misses:
         reason = "; ".join(misses)
-    elif goodput < goal:
-        reason = f"goodput {goodput:.1%} < {goal:.0%}"
+    elif goodput_decision == FAIL:
+        reason = f"{interval_text} < {goal:.0%}"
+    elif holds:
+        reason = f"holds: {interval_text}"
     else:
-        reason = f"holds: goodput {goodput:.1%}"
-    if marginal:
-        reason += " (within noise: " + (", ".join(near) + " near its limit" if near else
-                                        f"goodput {goodput:.1%} within one standard error of {goal:.0%}") + ")"
+        reason = f"undecided: {interval_text} holds the goal {goal:.0%}"
+    if near:
+        reason += " (within noise: " + ", ".join(near) + " near its limit)"
     return LevelJudgement(level, holds, marginal, goodput, ci, values, s.sent, s.failed, reason, s.duration_s,
-                          items=s.items)
+                          items=s.items, goodput_decision=goodput_decision)
 
 
 @dataclass
@@ -116,6 +123,7 @@ class SearchResult:
     levels: list[LevelJudgement]    # in the order measured (the curve)
     stop_reason: str
     converged: bool
+    undecided: float | None = None  # the level the search stopped at because its interval could not decide it
 
 
 def _next_up(level: float, integer: bool) -> float:
@@ -126,33 +134,52 @@ def search_capacity(measure: Callable[[float], LevelSamples], slos: list[Slo], *
                     start: float = 1, ceiling: float = 64, integer: bool = True, resolution: float = 1,
                     max_levels: int = 16, repeat_marginal: bool = True,
                     out_of_time: Callable[[], bool] = lambda: False,
-                    on_level: Callable[[LevelJudgement], None] = lambda j: None) -> SearchResult:
-    """Bracket then bisect; ``resolution`` is absolute for integer levels, relative for rates."""
+                    on_level: Callable[[LevelJudgement], None] = lambda j: None,
+                    target: float | None = None, level_requests: int = 100) -> SearchResult:
+    """Bracket then bisect; ``resolution`` is absolute for integer levels, relative for rates. With a
+    ``target`` in [start, ceiling] the target level is decided first (see the module docstring)."""
     levels: list[LevelJudgement] = []
 
     def judge(level: float) -> LevelJudgement:
         samples = measure(level)
         j = judge_level(level, samples, slos, goal)
-        if j.marginal and repeat_marginal and not out_of_time():
+        repeats = 1
+        while j.marginal and repeat_marginal and not out_of_time() and (repeats < 2 or samples.sent < level_requests):
             samples = samples.merged(measure(level))
+            repeats += 1
             j = judge_level(level, samples, slos, goal)
-            j.repeats = 2
+        j.repeats = repeats
         levels.append(j)
         on_level(j)
         return j
 
-    def result(capacity: float, failed: float | None, why: str, converged: bool) -> SearchResult:
-        return SearchResult(capacity, (capacity, failed), levels, why, converged)
+    def result(capacity: float, failed: float | None, why: str, converged: bool,
+               undecided: float | None = None) -> SearchResult:
+        return SearchResult(capacity, (capacity, failed), levels, why, converged, undecided)
+
+    def undecided_text(j: LevelJudgement) -> str:
+        return f"level {j.level:g} is undecided after {j.sent} requests: {j.reason}"
 
     held: float = 0
     failed: float | None = None
     level = start
-    while True:  # bracketing
+    if target is not None and start <= target <= ceiling:
+        j = judge(target)
+        if j.marginal and not j.holds:
+            return result(held, None, undecided_text(j) + "; the target level decides the search", False, target)
+        if j.holds:
+            held = target
+            if target >= ceiling:
+                return result(held, None, f"SLOs hold at the search ceiling {ceiling:g}", True)
+            level = min(_next_up(target, integer), ceiling)
+        else:
+            failed = target
+    while failed is None or level < failed:  # bracketing
         if out_of_time() or len(levels) >= max_levels:
             return result(held, failed, "time or level budget ran out while bracketing", False)
         j = judge(level)
         if j.marginal and not j.holds:
-            return result(held, level, f"level {level:g} is within measurement noise of the SLOs", False)
+            return result(held, level, undecided_text(j) + " (within measurement noise of the SLOs)", False, level)
         if not j.holds:
             failed = level
             break
@@ -172,8 +199,8 @@ def search_capacity(measure: Callable[[float], LevelSamples], slos: list[Slo], *
         mid = (held + failed) // 2 if integer else float(f"{(held + failed) / 2:.4g}")  # a rate a reader can read
         j = judge(mid)
         if j.marginal and not j.holds:
-            return result(held, mid, f"level {mid:g} is within measurement noise of the SLOs; "
-                                     f"bisection stops there", False)
+            return result(held, mid, undecided_text(j) + " (within measurement noise of the SLOs); bisection stops "
+                                     "there", False, mid)
         if j.holds:
             held = mid
         else:

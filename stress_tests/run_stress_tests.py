@@ -288,6 +288,7 @@ def search_into_record(record, measure, slos, a: StressArgs, integer: bool, out_
         return CapacityLevel(level=j.level, holds=j.holds, marginal=j.marginal, goodput=round(j.goodput, 4),
                              goodput_ci_low=round(j.goodput_ci[0], 4), goodput_ci_high=round(j.goodput_ci[1], 4),
                              slo_values_ms={k: (None if v is None else round(v, 2)) for k, v in j.slo_values_ms.items()},
+                             goodput_decision=j.goodput_decision,
                              sent=j.sent, failed=j.failed, repeats=j.repeats, duration_s=round(j.duration_s, 2),
                              items_per_s=round(j.items / j.duration_s, 4) if j.items and j.duration_s else None,
                              reason=j.reason)
@@ -303,12 +304,13 @@ def search_into_record(record, measure, slos, a: StressArgs, integer: bool, out_
     t0 = time.monotonic()
     result = search_capacity(measure, slos, goal=a.goodput, start=record.start, ceiling=record.ceiling,
                              integer=integer, resolution=record.resolution, out_of_time=out_of_time,
-                             on_level=on_level)
+                             on_level=on_level, target=record.target)
     record.search_wall_s = round(time.monotonic() - t0, 2)
     record.levels = [level_record(j) for j in result.levels]
     record.capacity = result.capacity
     record.bracket_held, record.bracket_failed = result.bracket
     record.converged, record.stop_reason = result.converged, result.stop_reason
+    record.undecided_level = result.undecided
     answer = (f"capacity {result.capacity:g}{unit} ({record.metric}) under {', '.join(record.slos)} "
               f"with goodput >= {a.goodput:.0%}")
     at_capacity = next((lv for lv in record.levels if lv.level == result.capacity and lv.holds), None)
@@ -318,14 +320,25 @@ def search_into_record(record, measure, slos, a: StressArgs, integer: bool, out_
     answer += f"; {result.stop_reason}; {len(result.levels)} levels in {record.search_wall_s:.0f} s"
     if interrupted():
         record.stop_reason = "interrupted; " + record.stop_reason
-    ran = bool(result.levels) and not interrupted() and "budget ran out" not in result.stop_reason
+    # a budget that ran out above a decided target level leaves the target's answer standing
+    target_decided = any(j.level == record.target and (j.holds or not j.marginal) for j in result.levels)
+    ran = bool(result.levels) and not interrupted() and ("budget ran out" not in result.stop_reason
+                                                        or target_decided)
     if record.target is not None and result.bracket[1] is None and record.ceiling < record.target:
         answer += f"; target {record.target:g} not judged: the ceiling {record.ceiling:g} is below it"
     elif record.target is not None:
-        record.target_met = result.capacity >= record.target
-        answer += f"; target {record.target:g}: {'met' if record.target_met else 'MISSED'}"
-    record.passed = ran and record.target_met is not False
-    record.status = "passed" if record.passed else "failed"
+        # the target level is measured first, until its goodput interval decides it (stress_tests/capacity.py)
+        at_target = next((j for j in result.levels if j.level == record.target), None)
+        undecided = at_target is not None and at_target.marginal and not at_target.holds
+        record.target_met = None if undecided else result.capacity >= record.target
+        answer += f"; target {record.target:g}: " + (
+            f"UNDECIDED ({at_target.sent} requests cannot decide it: more requests, mode=full)" if undecided
+            else "met" if record.target_met else "MISSED")
+    if ran and record.target_met is None and record.target is not None and record.undecided_level is not None:
+        record.passed, record.status = None, "inconclusive"
+    else:
+        record.passed = ran and record.target_met is not False
+        record.status = "passed" if record.passed else "failed"
     record.detail = answer if ran else ("interrupted: " if interrupted() else "search did not finish: ") + answer
     return record
 

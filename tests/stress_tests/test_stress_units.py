@@ -8,7 +8,7 @@ import random
 import pytest
 
 from stress_tests.args import Slo, StressArgError, parse_slos, parse_stress_args
-from stress_tests.capacity import LevelSamples, request_is_good, search_capacity, wilson_interval
+from stress_tests.capacity import LevelSamples, judge_level, request_is_good, search_capacity, wilson_interval
 from stress_tests.plan import CONTEXT_RESERVE, enforce_context_limit, expand
 from stress_tests.saturation import SaturationDetector, fit_slope
 from tests.helpers import model_spec
@@ -147,7 +147,7 @@ class SimulatedServer:
     def __call__(self, level: float) -> LevelSamples:
         self.calls.append(level)
         over = max(0.0, level - self.capacity) / max(self.capacity, 1e-9)
-        n = 40
+        n = 80  # 80 good of 80: the Wilson interval clears a 95% goal (40 of 40 does not)
         s = LevelSamples(sent=n, duration_s=1.0)
         for _ in range(n):
             if over > 0 and self.rng.random() < self.fail_beyond:
@@ -190,10 +190,35 @@ def test_capacity_search_stops_on_noise():
     """A server sitting right at the TTFT limit from level 5 up: bisection stops there, says so."""
     def measure(level: float) -> LevelSamples:
         ttft = 400.0 if level < 5 else 1010.0
-        return LevelSamples(ttft_ms=[ttft] * 30, tpot_ms=[10.0] * 30, good=30 if level < 5 else 0, sent=30)
+        return LevelSamples(ttft_ms=[ttft] * 80, tpot_ms=[10.0] * 80, good=80 if level < 5 else 0, sent=80)
     res = search_capacity(measure, SLOS, start=1, ceiling=64)
     assert not res.converged and "noise" in res.stop_reason and res.capacity == 4
     assert res.levels[-1].repeats == 2 and res.levels[-1].marginal
+
+
+def test_a_level_holds_only_when_its_goodput_interval_clears_the_goal():
+    """4 good requests of 4 give 51%..100%: undecided, never 'holds'; 80 of 80 clear 95%."""
+    few = judge_level(1, LevelSamples(ttft_ms=[10.0] * 4, tpot_ms=[1.0] * 4, good=4, sent=4), SLOS, 0.95)
+    assert (few.holds, few.marginal, few.goodput_decision) == (False, True, "inconclusive")
+    assert few.goodput_ci[0] == pytest.approx(0.51, abs=0.01) and "undecided" in few.reason
+    many = judge_level(1, LevelSamples(ttft_ms=[10.0] * 80, tpot_ms=[1.0] * 80, good=80, sent=80), SLOS, 0.95)
+    assert many.holds and many.goodput_decision == "pass"
+    bad = judge_level(1, LevelSamples(ttft_ms=[10.0] * 20, tpot_ms=[1.0] * 20, good=10, sent=20), SLOS, 0.95)
+    assert not bad.holds and not bad.marginal and bad.goodput_decision == "fail"
+
+
+def test_the_target_level_comes_first_sampled_until_decided_and_an_undecided_one_is_named():
+    calls = []
+
+    def measure(level: float) -> LevelSamples:  # all good: 16 requests a call, 73 needed to clear 95%
+        calls.append(level)
+        return LevelSamples(ttft_ms=[10.0] * 16, tpot_ms=[1.0] * 16, good=16, sent=16)
+    res = search_capacity(measure, SLOS, start=1, ceiling=4, target=4)
+    assert res.capacity == 4 and res.converged and calls == [4] * 5 and res.levels[0].repeats == 5
+    calls.clear()
+    short = search_capacity(measure, SLOS, start=1, ceiling=4, target=4, level_requests=48)
+    assert short.capacity == 0 and short.undecided == 4 and not short.converged and calls == [4] * 3
+    assert "level 4 is undecided after 48 requests" in short.stop_reason and "95% CI" in short.stop_reason
 
 
 def test_wilson_interval():
