@@ -209,9 +209,10 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
 
     A workload point (``benchmarking.workloads``) is measured by its workload; every point is
     written the same way, with the server's state sampled once a second beside it."""
-    from benchmarking import prom, workloads
+    from benchmarking import workloads
+    from contracts import prometheus as prom
     from benchmarking.metrics import compute_metrics
-    from benchmarking.server_state import ServerStateSampler
+    from contracts.server_state import ServerStateSampler
     b = ctx.bench
     stem = os.path.join(ctx.out_dir, point.stem)
     before = prom.fetch_metrics(ctx.base_url, ctx.api_key)

@@ -16,7 +16,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarking.server_state import ServerStateSampler  # noqa: E402
+from contracts.server_state import ServerStateSampler  # noqa: E402
 from contracts.model_spec import ModelSpec  # noqa: E402
 from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper  # noqa: E402
 from media_clients.load import run_point  # noqa: E402

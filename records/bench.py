@@ -237,7 +237,7 @@ class BenchPoint(TypedRecord):
         "requests per second), multi_turn (TTFT per turn), shared_prefix (the server's prefix-cache hit rate "
         "and TTFT with vs without the shared prefixes); null for independent prompts.", None)
     server_state: dict | None = described(
-        "The server's /metrics sampled about once a second during the point (benchmarking/server_state.py): "
+        "The server's /metrics sampled about once a second during the point (contracts/server_state.py): "
         "t_s (seconds since the point started, the request rows' clock minus origin_perf_s) and series such "
         "as running, waiting, kv_cache_usage_pct, prefix_cache_hit_rate, queue_depth, mean_batch_size; "
         "null when the server has no /metrics.", None)

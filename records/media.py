@@ -91,7 +91,7 @@ class MediaPoint(TypedRecord):
                                "null when none came), error_class (null when it succeeded).", factory=list)
     interrupted: str | None = described("Signal that stopped the point early, if any.", None)
     server_state: dict | None = described(
-        "The server's /metrics sampled about once a second during the point (benchmarking/server_state.py): "
+        "The server's /metrics sampled about once a second during the point (contracts/server_state.py): "
         "t_s since the point started and queue_depth (requests waiting in the media server's queue) and "
         "mean_batch_size (requests per batch formed in each interval), as the server exposes them.", None)
     work_units: float | None = described("Units of work the point completed, in cost_unit: items (images, "

@@ -122,7 +122,7 @@ def _write_requests(ctx: Context, stem: str, records) -> str:
 
 
 def run_points(ctx: Context, points, memory) -> "StressRecord":  # noqa: F821
-    from benchmarking.server_state import ServerStateSampler
+    from contracts.server_state import ServerStateSampler
     from stress_tests.driver import Load, drive
     from stress_tests.judge import point_record
     from records.stress import StressRecord

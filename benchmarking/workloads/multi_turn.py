@@ -15,12 +15,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from benchmarking import prom
+from contracts import prometheus as prom
 from benchmarking.client import RawTransport
 from benchmarking.metrics import RequestRecord
 from benchmarking.prompts import request_body
 from benchmarking.runner import STOP_SENDING_ON, PointRun, new_event_loop
-from benchmarking.server_state import prefix_cache_hit_rate
+from contracts.server_state import prefix_cache_hit_rate
 from benchmarking.sweeps import build_points
 from benchmarking.workloads import Measured, WorkloadPoint, latency_stats, prompt_check
 from benchmarking.workloads.corpus import Corpus

@@ -19,11 +19,11 @@ import os
 import random
 import time
 
-from benchmarking import prom
+from contracts import prometheus as prom
 from benchmarking.arrivals import release_offsets
 from benchmarking.prompts import request_body
 from benchmarking.runner import WorkItem, run_point
-from benchmarking.server_state import prefix_cache_hit_rate
+from contracts.server_state import prefix_cache_hit_rate
 from benchmarking.sweeps import build_points
 from benchmarking.workloads import Measured, WorkloadPoint, latency_stats, prompt_check
 from benchmarking.workloads.corpus import Corpus

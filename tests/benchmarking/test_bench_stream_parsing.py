@@ -6,7 +6,7 @@ import random
 
 from benchmarking.client import _Conn
 from benchmarking.metrics import RequestRecord
-from benchmarking.prom import delta, headline, parse_prometheus
+from contracts.prometheus import delta, headline, parse_prometheus
 from benchmarking.sse import finish_record, split_events
 
 

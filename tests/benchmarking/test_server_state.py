@@ -1,8 +1,8 @@
 """The server-state sampler's series: gauges summed over labels, counters turned into per-interval rates."""
 from __future__ import annotations
 
-from benchmarking import prom
-from benchmarking.server_state import SAMPLED, ServerStateSampler, prefix_cache_hit_rate
+from contracts import prometheus as prom
+from contracts.server_state import SAMPLED, ServerStateSampler, prefix_cache_hit_rate
 
 VLLM = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 vllm:num_requests_running{engine="0",model_name="m"} %d

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 
-from benchmarking import prom
+from contracts import prometheus as prom
 
 # series name -> (help, metric base name) for gauges read as they are
 GAUGES = {
