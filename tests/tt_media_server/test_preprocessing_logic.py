@@ -185,3 +185,53 @@ def test_pyannote_annotations_become_turns_labelled_in_order():
         speaker_diarization = annotation
 
     assert annotation_turns(Output()) == turns
+
+
+# --- the offline backend's planning and clustering, on made-up embeddings (the encoder is exercised by
+# the server tests, on real speech) --------------------------------------------------------------------
+from media_server.speech import diarize_embeddings as emb  # noqa: E402
+
+
+def test_windows_cover_every_region_and_short_regions_are_one_window():
+    windows = emb.speech_windows(_regions((0.0, 1.0), (2.0, 4.0)))
+    assert windows[0] == (0, SR)
+    rest = windows[1:]
+    assert rest[0][0] == 2 * SR and rest[-1][1] == 4 * SR
+    assert all(end - start == int(emb.WINDOW_SECONDS * SR) for start, end in rest)
+
+
+def _two_voices(rng, count: int) -> np.ndarray:
+    """Unit vectors around two directions: windows 0..count-1 of voice 0, then of voice 1."""
+    centres = np.eye(8)[:2]
+    vectors = np.concatenate([centres[0] + rng.normal(0, 0.15, (count, 8)),
+                              centres[1] + rng.normal(0, 0.15, (count, 8))])
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_clustering_finds_two_voices_and_honours_the_requested_count():
+    rng = np.random.default_rng(0)
+    embeddings = _two_voices(rng, 12)
+    pieces = [[i, i + 1] for i in range(0, 24, 2)]
+    labels = emb.cluster(embeddings, pieces, SpeakerCount())
+    assert len(set(labels[:12])) == 1 and len(set(labels[12:])) == 1 and labels[0] != labels[12]
+    assert set(emb.cluster(embeddings, pieces, SpeakerCount(num_speakers=1)).tolist()) == {0}
+    assert len(set(emb.cluster(embeddings, pieces, SpeakerCount(num_speakers=3)).tolist())) >= 2
+    # one voice: pieces scattered around one direction (as one real voice's are: split in two, its
+    # halves' centroids lie closer than MIN_SPEAKER_DISTANCE) are one speaker, unless two are asked for
+    one_voice = np.eye(8)[0] + rng.normal(0, 0.05, (12, 8))
+    one_voice /= np.linalg.norm(one_voice, axis=1, keepdims=True)
+    single = [[i] for i in range(12)]
+    assert set(emb.cluster(one_voice, single, SpeakerCount()).tolist()) == {0}
+    assert len(set(emb.cluster(one_voice, single, SpeakerCount(min_speakers=2)).tolist())) >= 2
+
+
+def test_frame_turns_follow_the_window_labels_and_drop_flickers():
+    regions = _regions((0.0, 6.0))
+    windows = emb.speech_windows(regions)
+    centres = np.array([(a + b) / 2 / SR for a, b in windows])
+    labels = np.where(centres < 3.0, 0, 1)
+    labels[np.argmin(np.abs(centres - 1.5))] = 1  # one window's flicker: shorter than MIN_TURN_SECONDS
+    turns = relabel_in_order(emb.frame_turns(regions, windows, labels))
+    assert [t.speaker for t in turns] == ["A", "B"]
+    assert turns[0].start == 0.0 and turns[-1].end == pytest.approx(6.0)
+    assert turns[0].end == pytest.approx(3.0, abs=emb.HOP_SECONDS)
