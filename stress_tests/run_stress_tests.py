@@ -157,12 +157,18 @@ def run_points(ctx: Context, points, memory) -> "StressRecord":  # noqa: F821
         rec = point_record(p.name, p.mode, p, run, ctx.args, started, memory.kind, memory.what)
         rec.server_state = state
         rec.requests_file = _write_requests(ctx, p.name, run.records)
-        ctx.outputs.append(rec.requests_file)
-        record.points.append(rec)
-        _log(f"{p.name}: {rec.status}: {rec.detail}")
-        _finish_stress(record, time.monotonic() - t0)
-        record.write(ctx.out_dir / "stress_record.json")
+        keep_point(ctx, record, rec, t0)
     return record
+
+
+def keep_point(ctx, record, rec, t0: float) -> None:
+    """Add a measured point to the run's record and rewrite it (LLM and media alike): an interrupted run
+    keeps every point it measured."""
+    ctx.outputs.append(rec.requests_file)
+    record.points.append(rec)
+    _log(f"{rec.name}: {rec.status}: {rec.detail}")
+    _finish_stress(record, time.monotonic() - t0)
+    record.write(ctx.out_dir / "stress_record.json")
 
 
 def _not_run(p, why: str):

