@@ -135,9 +135,13 @@ def search_capacity(measure: Callable[[float], LevelSamples], slos: list[Slo], *
                     max_levels: int = 16, repeat_marginal: bool = True,
                     out_of_time: Callable[[], bool] = lambda: False,
                     on_level: Callable[[LevelJudgement], None] = lambda j: None,
-                    target: float | None = None, level_requests: int = 100) -> SearchResult:
+                    target: float | None = None, level_requests: int = 100,
+                    above_target: bool = True) -> SearchResult:
     """Bracket then bisect; ``resolution`` is absolute for integer levels, relative for rates. With a
-    ``target`` in [start, ceiling] the target level is decided first (see the module docstring)."""
+    ``target`` in [start, ceiling] the target level is decided first (see the module docstring).
+    ``above_target`` False ends the search once the target level holds: the release's question
+    (is the target met?) is answered, and the levels above it only refine how far it is exceeded,
+    which costs most of a search's time when every level is decided on its interval."""
     levels: list[LevelJudgement] = []
 
     def judge(level: float) -> LevelJudgement:
@@ -171,6 +175,9 @@ def search_capacity(measure: Callable[[float], LevelSamples], slos: list[Slo], *
             held = target
             if target >= ceiling:
                 return result(held, None, f"SLOs hold at the search ceiling {ceiling:g}", True)
+            if not above_target:
+                return result(held, None, f"the target level {target:g} holds; the levels above it are searched "
+                                          f"with mode=full (the capacity is at least {target:g})", True)
             level = min(_next_up(target, integer), ceiling)
         else:
             failed = target

@@ -310,7 +310,7 @@ def search_into_record(record, measure, slos, a: StressArgs, integer: bool, out_
     t0 = time.monotonic()
     result = search_capacity(measure, slos, goal=a.goodput, start=record.start, ceiling=record.ceiling,
                              integer=integer, resolution=record.resolution, out_of_time=out_of_time,
-                             on_level=on_level, target=record.target)
+                             on_level=on_level, target=record.target, above_target=a.size == "full")
     record.search_wall_s = round(time.monotonic() - t0, 2)
     record.levels = [level_record(j) for j in result.levels]
     record.capacity = result.capacity

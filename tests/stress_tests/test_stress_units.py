@@ -186,6 +186,15 @@ def test_capacity_search_edges():
     assert res.capacity == 0 and "start level" in res.stop_reason
 
 
+def test_outside_mode_full_the_search_ends_once_the_target_level_holds():
+    sim = SimulatedServer(13, seed=13)
+    res = search_capacity(sim, SLOS, start=1, ceiling=64, target=4, above_target=False)
+    assert sim.calls == [4] and res.capacity == 4 and res.converged and "at least 4" in res.stop_reason
+    missed = SimulatedServer(2, seed=2)
+    res = search_capacity(missed, SLOS, start=1, ceiling=64, target=4, above_target=False)
+    assert res.capacity == 2 and missed.calls[0] == 4  # a missed target still finds the capacity below it
+
+
 def test_capacity_search_stops_on_noise():
     """A server sitting right at the TTFT limit from level 5 up: bisection stops there, says so."""
     def measure(level: float) -> LevelSamples:
