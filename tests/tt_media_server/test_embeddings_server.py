@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.tt_media_server.conftest import start_media_server
+from tests.tt_media_server.conftest import module_server_fixtures
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -31,19 +31,8 @@ SENTENCES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    handle = start_media_server({"MODEL": MODEL, "ENABLE_BATCHING": "1", "BATCH_WINDOW_MS": "100",
-                                 "BATCH_WINDOW_MAX_SIZE": "32", "EMBEDDING_CACHE_SIZE": "1000"},
-                                tmp_path_factory.mktemp("embeddings") / "server.log", ready_timeout=300)
-    yield handle
-    handle.stop()
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    with server.client(timeout=120) as http:
-        yield http
+server, client = module_server_fixtures("embeddings", {"MODEL": MODEL, "ENABLE_BATCHING": "1", "BATCH_WINDOW_MS": "100",
+                                                       "BATCH_WINDOW_MAX_SIZE": "32", "EMBEDDING_CACHE_SIZE": "1000"})
 
 
 def _embed(client, texts, **fields) -> dict:
