@@ -226,7 +226,8 @@ def run(args: argparse.Namespace) -> dict:
         added = {"n_direct": len(lat["direct"]), "n_gateway": len(lat["gateway"]),
                  "direct_p50_ms": _ms(percentile(lat["direct"], 50)), "gateway_p50_ms": _ms(percentile(lat["gateway"], 50)),
                  "direct_p99_ms": _ms(percentile(lat["direct"], 99)), "gateway_p99_ms": _ms(percentile(lat["gateway"], 99)),
-                 "failed": sum(1 for _, s, _, _ in at_load if s != 200)}
+                 "failed": sum(1 for _, s, _, _ in at_load if s != 200),
+                 "failed_by_status": _by_status(r for r in at_load if r[1] != 200)}
         if lat["direct"] and lat["gateway"]:
             added["added_p50_ms"] = round(added["gateway_p50_ms"] - added["direct_p50_ms"], 3)
             added["added_p50_ci95_ms"] = _bootstrap_median_diff(lat["direct"], lat["gateway"])
@@ -242,11 +243,7 @@ def run(args: argparse.Namespace) -> dict:
         over = loop.run_until_complete(_open_loop(args.overload_x * capacity, args.overload_s,
                                                   lambda: ("gateway", *via), sample))
         loop.close()
-        counts: dict[str, int] = {}
-        for _, status, kind, _ in over:
-            key = f"{status}" + (f" {kind}" if kind and status is not None else "") if status is not None else \
-                f"no answer ({kind.split(':')[0] if kind else 'unknown'})"
-            counts[key] = counts.get(key, 0) + 1
+        counts = _by_status(over)
         own = sum(1 for _, s, k, _ in over if s == 503 and k == "overloaded")
         bad = {k: v for k, v in counts.items() if not k.split(" ")[0].isdigit() or int(k.split(" ")[0]) not in ALLOWED}
         memory = memory_drift(samples, args.overload_s, 1.0, MEMORY_LIMIT_PCT)
@@ -270,6 +267,16 @@ def run(args: argparse.Namespace) -> dict:
         if gateway is not None:
             gateway.stop()
         server.stop()
+
+
+def _by_status(results) -> dict[str, int]:
+    """'200', '429 queue_full', '503 overloaded', 'no answer (ConnectionResetError)' ... -> count."""
+    counts: dict[str, int] = {}
+    for _, status, kind, _ in results:
+        key = (f"{status}" + (f" {kind}" if kind else "")) if status is not None else \
+            f"no answer ({kind.split(':')[0] if kind else 'unknown'})"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def _ms(value: float | None) -> float | None:

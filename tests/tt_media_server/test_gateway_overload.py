@@ -36,4 +36,6 @@ def test_ten_times_overload_is_refused_cleanly_and_memory_stays_flat():
     memory = result["gateway_memory"]
     assert memory["decision"] in ("pass", "inconclusive") and memory["samples"] >= 4, memory
     at_load = result["at_load"]
-    assert at_load["failed"] == 0 and at_load["n_gateway"] > 0 and at_load["added_p50_ms"] is not None
+    # At half the capacity a burst can still fill the server's queue of 4: only its 429, relayed, may show.
+    assert set(at_load["failed_by_status"]) <= {"429 queue_full"}, at_load["failed_by_status"]
+    assert at_load["n_gateway"] > 0 and at_load["added_p50_ms"] is not None
