@@ -80,6 +80,9 @@ def bootstrap_ratio(numerators: Sequence[float], denominators: Sequence[float], 
     n = len(numerators)
     if n == 0 or n != len(denominators):
         raise ValueError("bootstrap needs one numerator and one denominator per item")
+    if n < 2:
+        # resampling one item always gives that item: a zero-width interval that claims certainty
+        raise ValueError("a bootstrap needs at least 2 items: one item cannot show its own spread")
     rng = random.Random(seed)
     stats = []
     for _ in range(iterations):

@@ -94,3 +94,8 @@ def test_bootstrap_ratio_of_means_resamples_each_run_and_covers_the_true_ratio()
     assert bootstrap_ratio_of_means(same, same) == bootstrap_ratio_of_means(same, same)  # seeded
     with pytest.raises(ValueError):
         bootstrap_ratio_of_means([], same)
+
+
+def test_a_bootstrap_of_one_item_is_refused_not_a_zero_width_certainty():
+    with pytest.raises(ValueError, match="at least 2 items"):
+        bootstrap_ratio([3.0], [10.0])

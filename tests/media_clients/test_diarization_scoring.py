@@ -62,3 +62,13 @@ def test_mapping_is_optimal_not_greedy():
 def test_turn_boundaries():
     assert speaker_changes([Span("A", 0, 1), Span("A", 1.5, 2), Span("B", 2.2, 3), Span("A", 3.5, 4)]) == [2.2, 3.5]
     assert boundary_errors([2.2, 3.5], [2.3, 3.0], tolerance=0.25) == (1, 1)
+
+
+def test_one_conversation_leaves_the_der_check_undecided():
+    from contracts.intervals import INCONCLUSIVE, decide
+    from media_clients.diarization_eval import _accuracy_interval
+
+    one = _accuracy_interval([1.0], [9.8])  # 1 - DER = 0.898, the smoke set's single two-speaker conversation
+    assert (one.low, one.high) == (0.0, 1.0) and decide(one, 0.9, higher_is_better=True) == INCONCLUSIVE
+    several = _accuracy_interval([0.1, 0.2, 0.15, 0.3], [10.0, 11.0, 9.5, 12.0])
+    assert 0.95 < several.low <= several.high <= 1.0
