@@ -29,6 +29,7 @@ from contracts.workflow_keys import (
     STRESS_ARGS,
     TEST_ARGS,
     Passthrough,
+    shown,
 )
 
 # Keys every workflow accepts. ``mode`` sizes benchmarks, evals, tests and stress_tests alike.
@@ -82,7 +83,7 @@ def parse_workflow_args(text: str | None) -> dict[str, str]:
     for token in shlex.split(text):
         key, sep, value = token.partition("=")
         if not sep or not key:
-            raise WorkflowArgsError(f"--workflow-args entry {token!r} is not key=value")
+            raise WorkflowArgsError(f"--workflow-args entry {shown(token)} is not key=value")
         result[key.strip()] = value
     return result
 
@@ -130,7 +131,7 @@ def validate_workflow_args(workflow: WorkflowType, args: dict[str, str]) -> None
     for key in unknown:
         close = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=_TYPO_CUTOFF)
         if close:
-            raise WorkflowArgsError(f"unknown --workflow-args key {key!r} for {workflow.value}; "
+            raise WorkflowArgsError(f"unknown --workflow-args key {shown(key)} for {workflow.value}; "
                                     f"did you mean {close[0]!r}?")
     targets = passthrough_workflows(workflow)
     if unknown and not targets:
@@ -140,23 +141,23 @@ def validate_workflow_args(workflow: WorkflowType, args: dict[str, str]) -> None
         )
     for key in unknown:
         if not _KEY_NAME.fullmatch(key):
-            raise WorkflowArgsError(f"--workflow-args key {key!r} is not a setting name (letters, digits, _)")
+            raise WorkflowArgsError(f"--workflow-args key {shown(key)} is not a setting name (letters, digits, _)")
         problems = [passthrough_problem(w, key, args[key]) for w in targets]
         if all(problems):
             raise WorkflowArgsError(problems[0])
     mode = args.get("mode")
     if mode is not None and mode not in MODES:
-        raise WorkflowArgsError(f"--workflow-args mode={mode!r} is not one of: {', '.join(MODES)}")
+        raise WorkflowArgsError(f"--workflow-args mode={shown(mode)} is not one of: {', '.join(MODES)}")
     for key, choices in (("on_regression", ("fail", "warn")), ("compare_hosts", ("same", "any"))):
         if key in args and args[key] not in choices:
-            raise WorkflowArgsError(f"--workflow-args {key}={args[key]!r} is not one of: {', '.join(choices)}")
+            raise WorkflowArgsError(f"--workflow-args {key}={shown(args[key])} is not one of: {', '.join(choices)}")
     if "regression_tolerance" in args:
         try:
             tolerance = float(args["regression_tolerance"])
         except ValueError:
             tolerance = -1.0
         if not 0 <= tolerance < 1:
-            raise WorkflowArgsError(f"--workflow-args regression_tolerance={args['regression_tolerance']!r} is not a "
+            raise WorkflowArgsError(f"--workflow-args regression_tolerance={shown(args['regression_tolerance'])} is not a "
                                     f"share between 0 and 1 (e.g. 0.05)")
 
 

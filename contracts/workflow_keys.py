@@ -148,6 +148,13 @@ BENCHMARK_OWNED_BODY_FIELDS: Mapping[str, str] = {
 }
 
 
+def shown(value: object, limit: int = 80) -> str:
+    """A user's value as an error line shows it: quoted, escaped, cut to ``limit`` characters (an
+    error must stay one readable line however long the input was)."""
+    text = str(value)
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
+
+
 @dataclass(frozen=True)
 class Passthrough:
     """Where a key a workflow does not own goes, and what it may not be."""
@@ -166,11 +173,11 @@ class Passthrough:
             return f"--workflow-args {key}= has no value"
         bad = [c for c in self.forbidden_chars if c in value]
         if bad:
-            return f"--workflow-args {key}={value!r}: {self.integer_owner} settings cannot hold {bad[0]!r}"
+            return f"--workflow-args {key}={shown(value)}: {self.integer_owner} settings cannot hold {bad[0]!r}"
         if key in self.integer_minimums:
             minimum = self.integer_minimums[key]
             if not value.isascii() or not value.isdigit() or int(value) < minimum:
-                return (f"--workflow-args {key}={value!r} must be an integer >= {minimum} "
+                return (f"--workflow-args {key}={shown(value)} must be an integer >= {minimum} "
                         f"({self.integer_owner}'s {key})")
         return None
 

@@ -240,7 +240,11 @@ def check_compare_to(value: str, workflow: WorkflowType) -> str:
     if not value.strip() or any(c in value for c in "\n\r\x00"):
         raise UsageError(f"--compare-to {_shown(value)} is not last, a run directory or a run id")
     path = Path(value).expanduser()
-    if path.is_dir():
+    try:
+        is_dir = path.is_dir()
+    except OSError as exc:  # a name too long for the file system, a loop of links...
+        raise UsageError(f"--compare-to {_shown(value)}: {exc.strerror or exc}") from None
+    if is_dir:
         if not (path / "manifest.json").is_file():
             raise UsageError(f"--compare-to {_shown(value)} is a directory but not a run directory (no manifest.json)")
         return str(path.resolve())
