@@ -51,6 +51,22 @@ class LevelSamples:
                             self.duration_s + other.duration_s, self.items + other.items)
 
 
+def level_samples(run, add_success: Callable[["LevelSamples", object], None],
+                  stopped_early: str = "stopped_early") -> "LevelSamples":
+    """A level's samples from one load run (``stress_tests.driver.LoadRun``): every request sent or
+    never sent counts, a failure counts unless the stop cut it (``stopped_early``, not the server's
+    doing), and each success is added by ``add_success`` (the LLM and media searches read different
+    latencies from it)."""
+    s = LevelSamples(sent=len(run.records) + run.not_sent, duration_s=run.duration_s,
+                     stopped_reason=run.stopped_reason)
+    for r in run.records:
+        if not r.success:
+            s.failed += r.error_class != stopped_early
+            continue
+        add_success(s, r)
+    return s
+
+
 def wilson_interval(good: int, total: int) -> tuple[float, float]:
     """95% Wilson score interval of a proportion as (low, high) (``contracts.intervals.wilson``)."""
     interval = wilson(good, total)

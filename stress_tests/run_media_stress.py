@@ -191,7 +191,7 @@ def unloaded_latency_ms(ctx: MediaContext) -> float | None:
 
 def run_media_capacity(ctx: MediaContext):
     from records.stress import CapacityRecord
-    from stress_tests.capacity import LevelSamples, request_is_good
+    from stress_tests.capacity import LevelSamples, level_samples, request_is_good
     from stress_tests.driver import STOPPED_EARLY, Load
     from stress_tests.saturation import SaturationDetector
 
@@ -243,17 +243,13 @@ def run_media_capacity(ctx: MediaContext):
             detector = SaturationDetector() if a.saturation else None
         _log(f"capacity: {metric} {level:g}: {n} requests")
         run = ctx.drive(load, f"capacity-{level:g}", detector)
-        s = LevelSamples(sent=len(run.records) + run.not_sent, duration_s=run.duration_s,
-                         stopped_reason=run.stopped_reason)
-        for r in run.records:
-            if not r.success:
-                s.failed += r.error_class != STOPPED_EARLY
-                continue
+        def add(s: LevelSamples, r) -> None:
             s.e2el_ms.append(r.latency * 1000)
             s.ttft_ms.append(r.latency * 1000)
             s.items += r.output_tokens or 1
             s.good += request_is_good({"e2el": r.latency * 1000}, slos)
-        return s
+
+        return level_samples(run, add, STOPPED_EARLY)
 
     return search_into_record(record, measure, slos, a, integer, ctx.out_of_time, ctx.out_dir,
                               unit="" if integer else " req/s")

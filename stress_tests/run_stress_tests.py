@@ -217,7 +217,7 @@ def default_slos(spec: ModelSpec):
 
 
 def run_capacity(ctx: Context) -> "CapacityRecord":  # noqa: F821
-    from stress_tests.capacity import LevelSamples, request_is_good
+    from stress_tests.capacity import LevelSamples, level_samples, request_is_good
     from stress_tests.driver import STOPPED_EARLY, Load, drive
     from records.stress import CapacityRecord
     from stress_tests.saturation import SaturationDetector
@@ -262,12 +262,7 @@ def run_capacity(ctx: Context) -> "CapacityRecord":  # noqa: F821
         _log(f"capacity: {a.capacity_metric} {level:g}: {n} requests")
         run = drive(ctx.client_config(), pool, load, tag=f"capacity-{level:g}", detector=detector,
                     budget_s=ctx.remaining(), should_stop=interrupted)
-        s = LevelSamples(sent=len(run.records) + run.not_sent, duration_s=run.duration_s,
-                         stopped_reason=run.stopped_reason)
-        for r in run.records:
-            if not r.success:
-                s.failed += r.error_class != STOPPED_EARLY
-                continue
+        def add(s: LevelSamples, r) -> None:
             values = {"ttft": r.ttft * 1000, "tpot": r.tpot * 1000 if r.tpot is not None else None,
                       "e2el": r.latency * 1000}
             s.ttft_ms.append(values["ttft"])
@@ -276,7 +271,8 @@ def run_capacity(ctx: Context) -> "CapacityRecord":  # noqa: F821
                 s.tpot_ms.append(values["tpot"])
             s.itl_ms += [g * 1000 for g in r.itls]
             s.good += request_is_good(values, [x for x in slos if x.metric != "itl"])
-        return s
+
+        return level_samples(run, add, STOPPED_EARLY)
 
     return search_into_record(record, measure, slos, a, integer, ctx.out_of_time, ctx.out_dir,
                               unit="" if integer else " req/s")
