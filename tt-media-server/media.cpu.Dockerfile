@@ -23,9 +23,12 @@ ENV CONTAINER_APP_USERNAME=container_app_user \
     TRANSFORMERS_OFFLINE=1 \
     DO_NOT_TRACK=1
 
-RUN if ! python3 -c "import venv, ensurepip" 2>/dev/null || [ ! -e /usr/lib/x86_64-linux-gnu/libgomp.so.1 ]; then \
+# gcc, libc6-dev and python3-dev: webrtcvad (the speaker encoder's dependency, speech preprocessing)
+# ships only as source on PyPI and is compiled when the requirements are installed.
+RUN if ! python3 -c "import venv, ensurepip" 2>/dev/null || [ ! -e /usr/lib/x86_64-linux-gnu/libgomp.so.1 ] \
+       || ! command -v gcc >/dev/null || ! command -v python3-config >/dev/null; then \
       apt-get update && apt-get install -y --no-install-recommends ca-certificates python3 python3-venv libgomp1 \
-        && rm -rf /var/lib/apt/lists/*; \
+        gcc libc6-dev python3-dev && rm -rf /var/lib/apt/lists/*; \
     fi
 
 COPY requirements/media-server.txt /tmp/req/
