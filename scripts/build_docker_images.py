@@ -108,6 +108,11 @@ class BuildPlan:
 
     @property
     def smoke_spec(self) -> ModelSpec:
+        """The first spec whose weights exist without a model hub (shipped in a package, generated or
+        packed with the launcher): a smoke release must be able to run on a machine with no hub access."""
+        for spec in self.specs:
+            if spec.weights_source.get("kind") != "server_hub":
+                return spec
         return self.specs[0]
 
     def build_args(self, base_image: str) -> dict[str, str]:
@@ -163,7 +168,11 @@ def plan_builds(specs: list[ModelSpec]) -> tuple[list[BuildPlan], list[str]]:
         if recipe is None:
             notes.append(f"{spec.model_id}: {spec.docker_image} is an upstream image (pulled, not built)")
             continue
-        plans.setdefault(spec.docker_image, BuildPlan(recipe, spec.docker_image)).specs.append(spec)
+        plan = plans.setdefault(spec.docker_image, BuildPlan(recipe, spec.docker_image))
+        if plan.recipe is not recipe:
+            raise BuildError(f"{spec.model_id} names image {spec.docker_image}, which {plan.specs[0].model_id} "
+                             f"builds with recipe {plan.recipe.name}, but it needs {recipe.name}")
+        plan.specs.append(spec)
     return list(plans.values()), notes
 
 

@@ -173,6 +173,9 @@ def _expand_template(template: dict[str, Any], impls: dict[str, ImplSpec], versi
               if k in template}
     if template:
         raise CatalogError(f"unknown template key(s): {', '.join(sorted(template))}")
+    if engine is InferenceEngine.MEDIA and not image:
+        # The derived default is the vLLM image; a media spec on it would start the wrong server.
+        raise CatalogError(f"media template {weights} names no docker_image (the media server's image for its device)")
 
     specs = []
     for repo in weights:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import dataclasses
 import json
 import os
 import shutil
@@ -49,6 +50,28 @@ def test_every_spec_gets_a_recipe_or_an_upstream_note(specs):
         for rel in plan.recipe.context:
             assert (REPO_ROOT / rel).exists(), rel
     assert all(n.endswith("(pulled, not built)") for n in notes)
+
+
+def test_an_image_tag_is_never_shared_by_two_recipes(specs):
+    """A media spec on the vLLM image would smoke-test (and ship) the wrong server."""
+    vllm = next(s for s in specs if s.device_type.value == "cpu" and s.engine.value == "vllm")
+    media = next(s for s in specs if s.device_type.value == "cpu" and s.engine.value == "media")
+    with pytest.raises(bdi.BuildError, match="recipe"):
+        bdi.plan_builds([vllm, dataclasses.replace(media, docker_image=vllm.docker_image)])
+    for plan in bdi.plan_builds(specs)[0]:
+        assert {bdi.recipe_for(s) for s in plan.specs} == {plan.recipe}, plan.tag
+
+
+def test_the_smoke_spec_runs_without_a_model_hub(specs):
+    """CI has no hub: each built image is smoke-tested with weights a package ships or the project makes."""
+    for plan in bdi.plan_builds(specs)[0]:
+        if plan.recipe.name.endswith("-cpu"):
+            assert plan.smoke_spec.weights_source.get("kind") != "server_hub", plan.tag
+    hub_first = [s for s in specs if s.weights_source.get("kind") == "server_hub" and s.engine.value == "media"
+                 and s.device_type.value == "cpu"][:1]
+    shipped = [s for s in specs if s.model_name == "efficientnet-lite0" and s.device_type.value == "cpu"]
+    plan = bdi.BuildPlan(bdi.recipe_for(shipped[0]), shipped[0].docker_image, hub_first + shipped)
+    assert plan.smoke_spec is shipped[0]
 
 
 def test_dry_run_prints_tag_labels_and_commits_without_docker(capsys):

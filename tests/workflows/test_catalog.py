@@ -117,3 +117,19 @@ def test_target_tiers_and_override(tmp_path, monkeypatch) -> None:
     refs = spec.device_model_spec.perf_reference
     assert [(r.isl, r.osl) for r in refs] == [(16, 4)] and refs[0].targets["complete"].ttft_ms == 10.0
     load_perf_references.cache_clear()
+
+
+def test_a_media_template_must_name_its_image() -> None:
+    """The derived default image runs vLLM; a media spec left on it would start the wrong server."""
+    from workflows.catalog import CatalogError, _expand_template, _load_impls
+
+    template = {"weights": ["org/some-embedder"], "impl": "tt-media", "engine": "media",
+                "weights_source": {"kind": "server_hub"},
+                "device_model_specs": [{"device": "cpu", "default_impl": True}]}
+    with pytest.raises(CatalogError, match="docker_image"):
+        _expand_template(dict(template), _load_impls(), "0.1.0", {})
+    named = dict(template, docker_image="example/media:{version}")
+    assert [s.docker_image for s in _expand_template(named, _load_impls(), "0.1.0", {})] == ["example/media:0.1.0"]
+    for spec in CATALOG.specs.values():
+        if spec.engine.value == "media":
+            assert "media-server" in spec.docker_image, spec.model_id
