@@ -5,7 +5,9 @@ tt-inference-server's benchmark sweep: the spec's perf_reference points (they ca
 common ISL/OSL pairs at concurrency 1 and at the spec's max_concurrency, minus points already in
 perf_reference, minus points that do not fit the context (isl + osl > max_context). ``mode`` trims
 it: smoke = the perf_reference points (or two tiny points when the spec has none), ci =
-perf_reference plus the first pair of each sweep, full = all.
+perf_reference plus the first pair of each sweep, full = all. In ci the sweep points, which feed no
+target check (they draw the report's curves, each figure with its n and interval), send half the
+prompts full sends (4 per user instead of 8): on a 2-core CPU they were over half of a ci release.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ MAX_CONCURRENCY_PAIRS: tuple[tuple[int, int], ...] = (
 # smoke: a batch-1 point and a small-concurrency point, seconds each on a CPU engine
 SMOKE_POINTS: tuple[tuple[int, int, int, int], ...] = ((64, 16, 1, 4), (128, 32, 4, 8))
 CI_SWEEP_PAIRS = 1  # ci keeps the first N pairs of each sweep list
+CI_SWEEP_PROMPT_SHARE = 2  # ci sweep points send num_prompts_for(...) // this (at least 2 per user)
 
 
 @dataclass
@@ -56,6 +59,12 @@ def num_prompts_for(isl: int, osl: int, concurrency: int) -> int:
     if 128 < osl <= 1024 or 128 < isl <= 4000:
         return 4 * concurrency
     return 8 * concurrency
+
+
+def sweep_prompts(isl: int, osl: int, concurrency: int, mode: str) -> int:
+    """Prompt count of an untargeted sweep point: num_prompts_for, halved in ci (never below 2 per user)."""
+    n = num_prompts_for(isl, osl, concurrency)
+    return max(2 * concurrency, n // CI_SWEEP_PROMPT_SHARE) if mode == "ci" else n
 
 
 def perf_reference_points(spec: ModelSpec) -> list[Point]:
@@ -100,9 +109,9 @@ def build_points(spec: ModelSpec, args: BenchArgs) -> list[Point]:
         if not args.only_targets:
             b1 = BATCH_1_PAIRS[:CI_SWEEP_PAIRS] if args.mode == "ci" else BATCH_1_PAIRS
             mc = MAX_CONCURRENCY_PAIRS[:CI_SWEEP_PAIRS] if args.mode == "ci" else MAX_CONCURRENCY_PAIRS
-            candidates += [Point(i, o, 1, num_prompts_for(i, o, 1), "batch_1") for i, o in b1]
+            candidates += [Point(i, o, 1, sweep_prompts(i, o, 1, args.mode), "batch_1") for i, o in b1]
             if max_con > 1:
-                candidates += [Point(i, o, max_con, num_prompts_for(i, o, max_con), "max_concurrency")
+                candidates += [Point(i, o, max_con, sweep_prompts(i, o, max_con, args.mode), "max_concurrency")
                                for i, o in mc]
 
     seen: set[tuple[int, int, int]] = set()

@@ -63,6 +63,9 @@ def test_sweep_modes():
     assert {p.source for p in full} == {"perf_reference", "batch_1", "max_concurrency"}
     ci = build_points(SPEC, parse_workflow_args({}))
     assert [p.key for p in ci] == [(128, 128, 1), (1024, 1024, 32), (128, 128, 32)]
+    # ci sweep points (no targets) send half of full's prompts; perf_reference points keep theirs
+    assert [p.num_prompts for p in ci] == [8, full[1].num_prompts, 128]
+    assert next(p for p in full if p.key == (128, 128, 32)).num_prompts == 256
     only = build_points(SPEC, parse_workflow_args({"only_targets": "true", "mode": "full"}))
     assert [p.source for p in only] == ["perf_reference"] * 2
     smoke = build_points(SPEC, parse_workflow_args({"mode": "smoke"}))
