@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from contracts import REPO_ROOT
+from history.baseline import LAST_STATUSES, LAST_VERDICTS
 from history.fingerprint import fingerprint, host_facts_of, spec_identity
 from records.report import ReportRecord
 
@@ -237,11 +238,17 @@ class HistoryStore:
         found = self._entries("run_id = ?", (run_id,))
         return found[0] if found else None
 
-    def last(self, spec_key: str, host_fingerprint: str | None, *, before: str | None, exclude: str,
-             workflow: str | None = None) -> RunEntry | None:
-        """The latest finished run of the spec (on that host unless ``host_fingerprint`` is None),
-        started before ``before``, other than ``exclude``; the same workflow when one is given."""
-        where, params = ["spec_key = ?", "run_id <> ?", "verdict IS NOT NULL"], [spec_key, exclude]
+    def finished(self, spec_key: str, host_fingerprint: str | None, *, before: str | None, exclude: str,
+                 workflow: str | None = None, limit: int = 10) -> list[RunEntry]:
+        """Runs that may be the automatic baseline, newest first: of the spec (on that host unless
+        ``host_fingerprint`` is None), started before ``before``, other than ``exclude``, the same
+        workflow when one is given, that ended with nothing failed as the history last saw them
+        (``history.baseline``: run status passed or inconclusive, verdict PASS or INCONCLUSIVE).
+        The caller checks each run's own manifest before using it (the index can be stale)."""
+        where = ["spec_key = ?", "run_id <> ?",
+                 f"run_status IN ({', '.join('?' * len(LAST_STATUSES))})",
+                 f"verdict IN ({', '.join('?' * len(LAST_VERDICTS))})"]
+        params: list[Any] = [spec_key, exclude, *LAST_STATUSES, *LAST_VERDICTS]
         if host_fingerprint is not None:
             where.append("host_fingerprint = ?")
             params.append(host_fingerprint)
@@ -251,7 +258,12 @@ class HistoryStore:
         if workflow is not None:
             where.append("workflow = ?")
             params.append(workflow)
-        found = self._entries(" AND ".join(where), params, limit=1)
+        return self._entries(" AND ".join(where), params, limit=limit)
+
+    def last(self, spec_key: str, host_fingerprint: str | None, *, before: str | None, exclude: str,
+             workflow: str | None = None) -> RunEntry | None:
+        """The newest of ``finished``, or None."""
+        found = self.finished(spec_key, host_fingerprint, before=before, exclude=exclude, workflow=workflow, limit=1)
         return found[0] if found else None
 
     def trend(self, spec_key: str, host_fingerprint: str, *, until: str | None, limit: int = 30) -> list[RunEntry]:

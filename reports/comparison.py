@@ -15,8 +15,10 @@ interval, never on the ratio alone:
 
 Compared today: every LLM benchmark point both runs measured (same ISL/OSL/concurrency), on mean
 TTFT and mean TPOT, and every media point both measured (same kind and concurrency), on the mean
-end-to-end latency of its successful requests (``MediaPoint.requests``). The baseline is found in the run history (``last``, a run id) or given as a
-run directory; its numbers are read from its own run directory, the source of truth.
+end-to-end latency of its successful requests (``MediaPoint.requests``). The baseline is found in
+the run history (``last``, a run id) or given as a run directory; its numbers are read from its own
+run directory, the source of truth. Which runs may be a baseline (never an unfinished one; ``last``
+never a failed one) is ``history.baseline``'s rule.
 """
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ POLICIES = ("fail", "warn")
 POINT_METRICS = (("ttft_ms", 0, False), ("tpot_ms", 1, False))
 #: Metrics the trend plot draws (per point), in this order.
 TREND_METRICS = ("ttft_ms", "tpot_ms", "latency_p50_ms")
+#: Most recent candidates ``last`` looks at before saying there is no baseline.
+LAST_CANDIDATES = 20
 
 
 class CompareError(ValueError):
@@ -179,12 +183,25 @@ def _report_of(run_dir: Path) -> ReportRecord:
     return build_report(run_dir)
 
 
-def baseline_from(settings: CompareSettings, record: ReportRecord, store) -> tuple[Path, ReportRecord] | None:
-    """The baseline's run directory and report, or None when ``last`` finds no earlier run.
+def _read_baseline(path: Path) -> ReportRecord:
+    try:
+        return _report_of(path)
+    except Exception as exc:  # noqa: BLE001 - a broken baseline is named, never a traceback
+        raise CompareError(f"baseline {path} cannot be read: {type(exc).__name__}: {exc}") from None
 
-    ``store`` is an open history store, or None when it could not be reached (then only a run
-    directory can be a baseline). Raises ``CompareError`` when the named baseline cannot be used.
+
+def baseline_from(settings: CompareSettings, record: ReportRecord, store,
+                  skipped: list[str] | None = None) -> tuple[Path, ReportRecord] | None:
+    """The baseline's run directory and report, or None when ``last`` finds no usable earlier run.
+
+    Which runs may be a baseline is ``history.baseline``'s rule: ``last`` takes the newest run that
+    ended with nothing failed (each candidate's own manifest and report checked, since the index can
+    be stale; those passed over are appended to ``skipped``); a run named on purpose must have
+    finished with whole measurements. ``store`` is an open history store, or None when it could not
+    be reached (then only a run directory can be a baseline). Raises ``CompareError`` when the named
+    baseline cannot be used.
     """
+    from history.baseline import LAST_VERDICTS, unusable_reason
     from history.fingerprint import fingerprint, host_facts_of, spec_identity
 
     requested = settings.requested
@@ -193,12 +210,24 @@ def baseline_from(settings: CompareSettings, record: ReportRecord, store) -> tup
             raise CompareError("--compare-to last needs the run history, which could not be reached")
         ident = spec_identity(record)
         host = None if settings.any_host else fingerprint(host_facts_of(record))
-        entry = store.last(ident.key, host, before=record.metadata.run_started, exclude=record.metadata.run_id,
-                           workflow=record.metadata.workflow)
-        if entry is None:
-            return None
-        path = Path(entry.run_dir)
-    elif Path(requested).is_dir():
+        for entry in store.finished(ident.key, host, before=record.metadata.run_started,
+                                    exclude=record.metadata.run_id, workflow=record.metadata.workflow,
+                                    limit=LAST_CANDIDATES):
+            path = Path(entry.run_dir)
+            why = unusable_reason(path, explicit=False)
+            if why is None:
+                try:
+                    baseline = _read_baseline(path)
+                except CompareError as exc:
+                    why = str(exc)
+                else:
+                    if baseline.verdict.result in LAST_VERDICTS:
+                        return path, baseline
+                    why = f"its report's verdict is {baseline.verdict.result}"
+            if skipped is not None:
+                skipped.append(f"{entry.run_id} passed over: {why}")
+        return None
+    if Path(requested).is_dir():
         path = Path(requested)
     else:
         if store is None:
@@ -209,12 +238,10 @@ def baseline_from(settings: CompareSettings, record: ReportRecord, store) -> tup
             raise CompareError(f"--compare-to {requested}: no such run directory and no run with that id in the "
                                f"history")
         path = Path(entry.run_dir)
-    if not (path / "manifest.json").is_file():
-        raise CompareError(f"baseline run directory {path} is gone or is not a run directory (no manifest.json)")
-    try:
-        return path, _report_of(path)
-    except Exception as exc:  # noqa: BLE001 - a broken baseline is named, never a traceback
-        raise CompareError(f"baseline {path} cannot be read: {type(exc).__name__}: {exc}") from None
+    why = unusable_reason(path, explicit=True)
+    if why is not None:
+        raise CompareError(f"--compare-to {requested}: this run cannot be a baseline: {why}")
+    return path, _read_baseline(path)
 
 
 def build_comparison(settings: CompareSettings, record: ReportRecord, run_dir: Path,
@@ -231,6 +258,9 @@ def build_comparison(settings: CompareSettings, record: ReportRecord, run_dir: P
         on_regression=settings.on_regression, same_host=same,
         host_differences=[] if same else host_differences(mine, theirs),
         baseline_spec_version=baseline.metadata.model_version, metrics=metrics, notes=notes)
+    if baseline.verdict.result not in ("PASS", "INCONCLUSIVE"):
+        comparison.notes.append(f"the baseline's own verdict was {baseline.verdict.result} (named with --compare-to; "
+                                f"`last` never picks a run that failed)")
     if not same:
         comparison.notes.append("the hosts differ (" + "; ".join(comparison.host_differences) + "): the ratios "
                                 "include the host difference")

@@ -100,15 +100,19 @@ class RunHistory:
                 if settings is None:
                     return None
                 store = self.store()
-                found = baseline_from(settings, record, store)
+                skipped: list[str] = []
+                found = baseline_from(settings, record, store, skipped)
             except CompareError as exc:
                 self.say(f"comparison: {exc}; not compared")
                 return None
+            for line in skipped:
+                self.say(f"comparison: {line}")
             if found is None:
-                self.say("comparison: no earlier finished run of this spec on this host in the history; "
-                         "nothing to compare with")
+                self.say("comparison: no earlier run of this spec and workflow on this host in the history ended "
+                         "with nothing failed (passed or inconclusive); nothing to compare with")
                 return None
             comparison = build_comparison(settings, record, run_dir, found[0], found[1], store)
+            comparison.notes.extend(skipped)
             self.say(f"comparison: against {comparison.baseline_run} ({len(comparison.metrics)} metric(s))")
             return comparison
 

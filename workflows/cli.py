@@ -88,8 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output-dir", help="run directory (default: workflow_logs/runs/<run_id>)")
     parser.add_argument("--compare-to", metavar="last|RUN_DIR|RUN_ID",
                         help="compare the results with a baseline run: the last run of the same spec on this host "
-                             "(the default of release when one exists), a run directory or a run id from the run "
-                             "history; a regression beyond regression_tolerance fails the verdict "
+                             "that ended with nothing failed (the default of release when one exists), or a run "
+                             "directory or a run id from the run history that finished (else exit 2); a regression beyond regression_tolerance fails the verdict "
                              "(--workflow-args on_regression=warn only shows it)")
     parser.add_argument("--ignore-verdict", action="store_true",
                         help="write reports but exit 0 even when the release verdict is FAIL")
@@ -247,10 +247,39 @@ def check_compare_to(value: str, workflow: WorkflowType) -> str:
     if is_dir:
         if not (path / "manifest.json").is_file():
             raise UsageError(f"--compare-to {_shown(value)} is a directory but not a run directory (no manifest.json)")
+        _check_baseline(path, value)
         return str(path.resolve())
     if "/" in value:
         raise UsageError(f"--compare-to {_shown(value)}: no such run directory")
-    return value  # a run id, looked up in the run history by the reports step
+    _check_baseline_id(value)
+    return value  # a run id, looked up in the run history again by the reports step
+
+
+def _check_baseline(run_dir: Path, value: str) -> None:
+    """A baseline named on purpose must have finished with whole measurements (history.baseline)."""
+    from history.baseline import unusable_reason
+
+    why = unusable_reason(run_dir, explicit=True)
+    if why is not None:
+        raise UsageError(f"--compare-to {_shown(value)} cannot be a baseline: {why}")
+
+
+def _check_baseline_id(run_id: str) -> None:
+    """A run id must name a run of the history that can be a baseline. When the history cannot be
+    reached here the reports step looks it up again and says what it found."""
+    from history.store import HistoryError, open_store, shown_url
+
+    try:
+        store = open_store()
+    except HistoryError:
+        return
+    with store:
+        entry = store.get(run_id)
+        url = shown_url(store.url)
+    if entry is None:
+        raise UsageError(f"--compare-to {_shown(run_id)}: no such run directory, and no run with that id in the "
+                         f"run history ({url})")
+    _check_baseline(Path(entry.run_dir), run_id)
 
 
 def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:

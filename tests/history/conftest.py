@@ -60,3 +60,18 @@ def postgres_url():
     finally:
         run([str(pg / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"])
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request, tmp_path):
+    """A fresh history store: SQLite in the test's directory, or a fresh database on the private server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'history.sqlite3'}"
+    base = request.getfixturevalue("postgres_url")
+    import psycopg
+
+    name = f"t_{abs(hash(request.node.nodeid)) % 10**9}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    return base.replace("/history?", f"/{name}?")

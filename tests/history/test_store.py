@@ -14,21 +14,6 @@ from reports import build_report
 FIXTURE = Path(__file__).resolve().parent.parent / "reports" / "fixtures" / "benchmarks_only_run"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'history.sqlite3'}"
-    base = request.getfixturevalue("postgres_url")
-    # one schema per test on the shared server: a fresh database is a fresh schema here
-    import psycopg
-
-    name = f"t_{abs(hash(request.node.nodeid)) % 10**9}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name}")
-        conn.execute(f"CREATE DATABASE {name}")
-    return base.replace("/history?", f"/{name}?")
-
-
 def _record(run_id: str, started: str, ttft: float, cpu: str = "Test CPU @ 2GHz"):
     record = copy.deepcopy(build_report(FIXTURE))
     record.metadata.run_id, record.metadata.run_started = run_id, started
