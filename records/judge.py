@@ -385,8 +385,13 @@ def decide(
     notes: Iterable[str] = (),
     media: Iterable[MediaRow] = (),
     comparison: Comparison | None = None,
+    points_chosen: str | None = None,
 ) -> Verdict:
-    """Collect blockers, apply waivers, and return the verdict."""
+    """Collect blockers, apply waivers, and return the verdict.
+
+    ``points_chosen`` names why a ``benchmarks`` run measured only the points its user chose
+    (``points=``, ``workload=``): perf-reference points it left out are then not blockers, and
+    their checks stay visible as ``waived`` with that reason (a release never passes this)."""
     status = normalise_status(model_status)
     tiers = required_tiers(status)
     need_evals = evals_required(status)
@@ -424,6 +429,10 @@ def decide(
             for check in row.tiers:
                 decided = tier_target_checks(row, check, check.tier in tiers)
                 checks.extend(c for _, c, _ in decided)
+                if not row.ran and points_chosen:
+                    for _, c, _ in decided:
+                        c.decision, c.detail = "waived", f"not in this run: {points_chosen}"
+                    continue
                 if check.tier not in tiers:
                     continue
                 if not row.ran:
@@ -434,6 +443,8 @@ def decide(
                 if detail is not None:
                     raw.append(Blocker("benchmarks", row.key, detail, check.tier))
         raw.extend(media_blockers(media, tiers, max_error_rate))
+        if points_chosen and any(not row.ran for row in targets):
+            notes.append(f"perf-reference targets not judged: {points_chosen}")
 
     if evals_judged and need_evals:
         if not evals:

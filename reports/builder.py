@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from contracts.model_spec import ModelSpec
 from contracts.typed_record import RecordError, TypedRecord
+from contracts.workflow_args import parse_workflow_args
 from records.bench import BenchPoint, point_key
 from records.evals import EvalRecord
 from records import judge
@@ -487,5 +488,22 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
         tests=tests, stress_tests=stress, benchmarks_judged=judged["benchmarks"],
         evals_judged=judged["evals"], known_issues=[dataclasses.asdict(k) for k in spec.known_issues],
         record_problems=problems, benchmarks=benchmarks, max_error_rate=allowed_error_rate,
-        notes=[allowance_note] if allowance_note else [], media=media, comparison=record.comparison)
+        notes=[allowance_note] if allowance_note else [], media=media, comparison=record.comparison,
+        points_chosen=_points_chosen(workflow, cli_args))
     return record
+
+
+def _points_chosen(workflow: str | None, cli_args: dict[str, Any]) -> str | None:
+    """Why a ``benchmarks`` run measured only points its user chose (``points=``/``workload=``), or
+    None. A release always judges the spec's targets, whatever points it was given."""
+    if workflow != "benchmarks":
+        return None
+    try:
+        args = parse_workflow_args(_str(cli_args.get("workflow_args")))
+    except ValueError:
+        return None
+    chosen = [f"{key}={args[key]}" for key in ("workload", "points") if args.get(key)]
+    if not chosen:
+        return None
+    return (f"the run measured only the points chosen with {' '.join(chosen)}; run the benchmarks workflow "
+            f"without them to judge the spec's targets")

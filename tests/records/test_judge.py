@@ -217,6 +217,18 @@ def test_unrun_point_blocks_only_for_required_tiers():
     assert _decide(targets=[row], model_status="EXPERIMENTAL").result == "PASS"
 
 
+def test_points_a_benchmarks_user_chose_waive_the_targets_left_out_visibly():
+    row = TargetRow("isl-1_osl-1_con-1", 1, 1, 1, 8, ran=False)
+    row.tiers = [judge.check_tier(t, True, {"ttft_ms": 1.0}, None) for t in ("functional", "complete")]
+    chosen = "the run measured only the points chosen with workload=trace"
+    v = _decide(targets=[row], points_chosen=chosen)
+    assert v.result == "PASS" and v.blockers == []
+    assert {c.decision for c in v.checks if c.category == "benchmarks"} == {"waived"}
+    assert all(chosen in c.detail for c in v.checks if c.category == "benchmarks")
+    assert any("targets not judged" in n for n in v.notes)
+    assert _decide(targets=[row]).result == "FAIL"   # without a choice, a missing point still blocks
+
+
 def test_evals_required_only_when_they_ran():
     assert _decide(evals=[]).blockers[0].item == "no-records"
     assert _decide(evals=[], evals_judged=False).result == "PASS"

@@ -401,3 +401,13 @@ def test_previous_reports_step_failure_is_not_a_blocker(make_run):
     run = make_run()
     run.set_step("reports", "failed", "verdict FAIL")
     assert build_report(run.path).verdict.result == "PASS"
+
+
+def test_only_a_benchmarks_run_with_chosen_points_leaves_targets_unjudged():
+    from reports.builder import _points_chosen
+
+    assert "workload=trace" in _points_chosen("benchmarks", {"workflow_args": "workload=trace trace_file=t.jsonl"})
+    assert "points=64x8x2" in _points_chosen("benchmarks", {"workflow_args": "mode=ci points=64x8x2"})
+    assert _points_chosen("benchmarks", {"workflow_args": "mode=ci"}) is None
+    assert _points_chosen("release", {"workflow_args": "points=64x8x2"}) is None   # a release judges its targets
+    assert _points_chosen("benchmarks", {"workflow_args": "broken"}) is None
