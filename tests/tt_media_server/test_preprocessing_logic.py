@@ -112,6 +112,19 @@ def test_a_segment_across_a_turn_is_cut_at_the_speaker_change():
     assert split_by_speaker(segment, []) == [segment]
 
 
+def test_a_word_that_lasts_no_time_never_becomes_a_zero_length_piece():
+    turns = [SpeakerTurn("A", 0.0, 1.0), SpeakerTurn("B", 1.1, 2.2)]
+    # Whisper gives " uh" start == end at 1.05, nearer B's turn: alone it would be a 0 s piece
+    words = [Word(" I", 0.0, 0.4), Word(" uh", 1.05, 1.05), Word(" did.", 0.5, 0.9), Word(" Then", 1.2, 2.0)]
+    pieces = split_by_speaker(Segment(0, 0.0, 2.0, " I uh did. Then", words=words), turns)
+    assert [(p.speaker, p.text) for p in pieces] == [("A", " I uh did."), ("B", " Then")]
+    assert all(p.end > p.start for p in pieces)
+    first = [Word(" um", 0.0, 0.0), Word(" Then", 1.2, 2.0)]   # an instant first word joins the run after it
+    pieces = split_by_speaker(Segment(0, 0.0, 2.0, " um Then", words=first), [SpeakerTurn("A", -1, 0.0),
+                                                                                 SpeakerTurn("B", 1.1, 2.2)])
+    assert [(p.speaker, p.text) for p in pieces] == [("B", " um Then")]
+
+
 def test_speaker_survives_the_process_boundary_and_is_absent_when_not_diarized():
     plain = Segment(0, 0.0, 1.0, " hi")
     assert "speaker" not in plain.to_dict()

@@ -110,6 +110,28 @@ def speaker_at(turns: list[SpeakerTurn], start: float, end: float) -> str | None
     return min(turns, key=lambda t: min(abs(middle - t.start), abs(middle - t.end))).speaker
 
 
+def _without_instant_runs(runs: list[tuple[str | None, list[Word]]]) -> list[tuple[str | None, list[Word]]]:
+    """Runs that last no time (Whisper gives some words start == end) join the run before them, or
+    the one after for the first: a zero-length segment names a speaker nobody heard talking."""
+    kept: list[tuple[str | None, list[Word]]] = []
+    pending: list[Word] = []
+    for speaker, words in runs:
+        if words[-1].end <= words[0].start and len(runs) > 1:
+            if kept:
+                kept[-1][1].extend(words)
+            else:
+                pending.extend(words)
+            continue
+        if kept and kept[-1][0] == speaker:
+            kept[-1][1].extend(pending + words)
+        else:
+            kept.append((speaker, pending + words))
+        pending = []
+    if pending:  # every run was instant: keep them as they were
+        return runs
+    return kept
+
+
 def split_by_speaker(segment: Segment, turns: list[SpeakerTurn]) -> list[Segment]:
     """The segment cut where the speaker changes, each piece labelled with its speaker.
 
@@ -128,6 +150,7 @@ def split_by_speaker(segment: Segment, turns: list[SpeakerTurn]) -> list[Segment
             runs[-1][1].append(word)
         else:
             runs.append((speaker, [word]))
+    runs = _without_instant_runs(runs)
     if len(runs) == 1:
         return [Segment.from_dict({**segment.to_dict(), "speaker": runs[0][0]})]
     pieces = []
