@@ -143,3 +143,65 @@ def test_fetch_rules_against_a_local_image_server():
     assert out["/big.png"][0] == 413 and "MAX_REMOTE_IMAGE_BYTES=2048" in out["/big.png"][1]
     assert out["/missing"][0] == 400 and "HTTP 404" in out["/missing"][1]
     assert out["/hop2"][0] == 400 and "MAX_IMAGE_REDIRECTS=2" in out["/hop2"][1]
+
+
+REBINDING_SCRIPT = r"""
+import asyncio, http.server, io, json, socket, threading
+from PIL import Image
+from media_server.errors import MediaError
+from media_server.vision.images import load_image
+from media_server.vision.settings import VisionSettings
+
+buffer = io.BytesIO(); Image.new("RGB", (8, 8)).save(buffer, "PNG"); PNG = buffer.getvalue()
+hits = []
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args): pass
+    def do_GET(self):
+        hits.append(self.path)
+        self.send_response(200); self.send_header("Content-Type", "image/png")
+        self.send_header("Content-Length", str(len(PNG))); self.end_headers(); self.wfile.write(PNG)
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+port = server.server_address[1]
+real_getaddrinfo, lookups = socket.getaddrinfo, []
+
+def rebinding_dns(host, *args, **kwargs):
+    # FAKE DNS for one name: a public address on the first lookup, loopback on every later one
+    if (host.decode() if isinstance(host, bytes) else host) != "images.rebind.example":  # anyio sends IDNA bytes
+        return real_getaddrinfo(host, *args, **kwargs)
+    lookups.append(host)
+    address = first_answer[0] if len(lookups) == 1 else "127.0.0.1"
+    return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+first_answer = [""]
+socket.getaddrinfo = rebinding_dns
+knobs = VisionSettings(allow_remote_images=True, allow_private_image_urls=False, remote_image_timeout=3)
+out = {}
+# 192.0.2.0/24 (TEST-NET-1) is not global: refused; 93.184.216.34 is global: approved, then unreachable
+for label, first in (("test-net", "192.0.2.10"), ("public", "93.184.216.34")):
+    lookups.clear(); hits.clear(); first_answer[0] = first
+    try:
+        asyncio.run(load_image("part", f"http://images.rebind.example:{port}/cat.png", knobs, 64))
+        out[label] = ["fetched", len(lookups), list(hits)]
+    except MediaError as exc:
+        out[label] = [exc.status, exc.message, len(lookups), list(hits)]
+print(json.dumps(out))
+"""
+
+
+def test_a_host_that_rebinds_to_loopback_after_the_check_is_never_reached():
+    """The connection goes to the address that was checked: one lookup, never a second that a
+    rebinding DNS could answer with loopback."""
+    done = subprocess.run([str(media_python()), "-c", REBINDING_SCRIPT], cwd=SERVER_DIR, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    status, message, lookups, hits = out["test-net"]
+    assert status == 400 and "resolves to 192.0.2.10" in message and lookups == 1 and hits == []
+    # a global first answer passes the check; the connection then goes to it (unreachable here),
+    # not to the loopback server a second lookup would have named
+    status, message, lookups, hits = out["public"]
+    assert status == 400 and ("fetching the image failed" in message or "REMOTE_IMAGE_TIMEOUT" in message)
+    assert lookups == 1 and hits == []

@@ -5,7 +5,8 @@ Every refusal is a ``BadInput`` (400) or ``PayloadTooLarge`` (413) naming the pa
 
 Fetch rules (``vision/settings.py``): http(s) only and only with ``ALLOW_REMOTE_IMAGES=1``; the
 host's every resolved address must be global (not loopback, private, link-local, multicast,
-reserved or unspecified) unless ``ALLOW_PRIVATE_IMAGE_URLS=1``; redirects are followed by hand,
+reserved or unspecified) unless ``ALLOW_PRIVATE_IMAGE_URLS=1``, and the connection goes to the address
+that was checked (one lookup per connection: no DNS-rebinding window); redirects are followed by hand,
 at most ``MAX_IMAGE_REDIRECTS``, each new location checked by the same rules; the whole fetch
 within ``REMOTE_IMAGE_TIMEOUT`` seconds; the body at most ``MAX_REMOTE_IMAGE_BYTES`` (read in
 chunks, cut off past the cap); the answer must be 200 with an ``image/*`` content type; the
@@ -42,34 +43,66 @@ def _decode_data_url(where: str, url: str, limit: int) -> bytes:
         raise BadInput(f"{where}: the data: URL is not valid base64") from None
 
 
-def _check_host(where: str, url: str, allow_private: bool) -> None:
+def _check_url(where: str, url: str) -> None:
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https"):
         raise BadInput(f"{where}: only http(s) and data: image URLs are accepted, got {parsed.scheme or 'none'!r}")
-    host = parsed.hostname
-    if not host:
+    if not parsed.hostname:
         raise BadInput(f"{where}: the URL names no host")
-    if allow_private:
-        return
+
+
+def checked_address(where: str, host: str, port: int) -> str:
+    """The address to connect to for ``host``: every address it resolves to must be global, and the
+    connection goes to the one checked here, so a second lookup (DNS rebinding) cannot swap in a
+    private one between the check and the connection."""
     try:
-        infos = socket.getaddrinfo(host, parsed.port or (443 if parsed.scheme == "https" else 80),
-                                   type=socket.SOCK_STREAM)
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         raise BadInput(f"{where}: cannot resolve host {host!r} ({exc})") from None
+    if not infos:
+        raise BadInput(f"{where}: host {host!r} resolves to no address")
     for info in infos:
         address = ipaddress.ip_address(info[4][0].split("%")[0])
         if not address.is_global:
             raise BadInput(f"{where}: host {host!r} resolves to {address}, a loopback/private/link-local "
                            "address; refused (ALLOW_PRIVATE_IMAGE_URLS=1 allows it)")
+    return infos[0][4][0]
+
+
+def _pinned_transport(where: str):
+    """An httpx transport whose every TCP connection goes to an address ``checked_address`` just
+    approved (TLS still verifies and sends the URL's host name: only the lookup is ours)."""
+    import httpcore
+    import httpx
+
+    class GlobalAddressBackend(httpcore.AsyncNetworkBackend):
+        def __init__(self) -> None:
+            self._inner = httpcore.AnyIOBackend()
+
+        async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+            address = await asyncio.to_thread(checked_address, where, host, port)
+            return await self._inner.connect_tcp(address, port, timeout, local_address, socket_options)
+
+        async def sleep(self, seconds: float) -> None:
+            await self._inner.sleep(seconds)
+
+    transport = httpx.AsyncHTTPTransport()
+    # httpx builds its pool without a network_backend argument; the pool is rebuilt with ours (same
+    # TLS context) rather than reimplementing the request/response mapping (httpx 0.28, pinned).
+    transport._pool = httpcore.AsyncConnectionPool(ssl_context=transport._pool._ssl_context,
+                                                   network_backend=GlobalAddressBackend())
+    return transport
 
 
 async def _fetch(where: str, url: str, knobs: VisionSettings) -> bytes:
     import httpx
 
     limit = knobs.max_remote_image_bytes
-    async with httpx.AsyncClient(follow_redirects=False, timeout=knobs.remote_image_timeout) as client:
+    transport = None if knobs.allow_private_image_urls else _pinned_transport(where)
+    async with httpx.AsyncClient(follow_redirects=False, timeout=knobs.remote_image_timeout,
+                                 transport=transport) as client:
         for _ in range(knobs.max_image_redirects + 1):
-            await asyncio.to_thread(_check_host, where, url, knobs.allow_private_image_urls)
+            _check_url(where, url)
             async with client.stream("GET", url, headers={"Accept": "image/*"}) as response:
                 if response.is_redirect:
                     location = response.headers.get("location")
