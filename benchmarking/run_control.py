@@ -16,7 +16,10 @@ a run stops, and what it says when it does, is a separate contract and is tested
 * Adaptive sample size (``sampling_stop``): a point sends its minimum, then further rounds until
   every required target check it feeds is decided on its 95% interval, or its precision goal is met
   (interval half-width at most ``precision`` of the value), bounded by its sampling budget and a
-  request cap; the point record says which (``records.bench.PointSampling``).
+  request cap; the point record says which (``records.bench.PointSampling``). The sampling budget
+  never stops a point that feeds a required check below ``MIN_DECIDING_SAMPLES`` (fewer samples
+  cannot decide any check, so stopping there would leave it inconclusive by design on a slow or busy
+  host, as smoke's 4-request points were): the point's own budget and the stall timeout still bound it.
 """
 from __future__ import annotations
 
@@ -169,7 +172,7 @@ def sampling_stop(goal: SampleGoal, ttfts_ms: list[float], tpots_ms: list[float]
         reason, detail = "cut_short", f"{sent} requests; the last round was cut short"
     elif step <= 0:
         reason, detail = "max_requests", f"{sent} requests reached the cap {goal.max_requests}; {summary}"
-    elif elapsed_s + per_request * step > goal.budget_s:
+    elif elapsed_s + per_request * step > goal.budget_s and sent >= MIN_DECIDING_SAMPLES:
         reason, detail = "sample_budget", (f"{sent} requests in {elapsed_s:.1f} s; {step} more would overrun "
                                            f"{goal.budget_s:g} s; {summary}")
     else:

@@ -53,6 +53,10 @@ def test_a_target_inside_the_interval_samples_until_the_precision_goal_then_says
 def test_budget_cap_and_failures_stop_the_sampling():
     slow = sampling_stop(goal(31.0, budget_s=10.0), SPREAD[:8], [], sent=8, failed=0, elapsed_s=8.0)
     assert slow.stop_reason == "sample_budget" and "would overrun 10 s" in slow.detail
+    # below the fewest samples that can decide, the sampling budget does not stop a point (a busy host's
+    # smoke point of 4 slow requests still gets its 8); the point's own budget bounds it
+    busy = sampling_stop(goal(1000.0, con=1, n=4, budget_s=10.0), SPREAD[:4], [], sent=4, failed=0, elapsed_s=9.0)
+    assert busy.stop_reason is None and busy.next_round == 4
     capped = sampling_stop(goal(31.0, max_requests=8), SPREAD[:8], [], sent=8, failed=0, elapsed_s=1)
     assert capped.stop_reason == "max_requests"
     assert sampling_stop(goal(31.0), SPREAD[:7], [], sent=8, failed=1, elapsed_s=1).stop_reason == "failed_requests"
