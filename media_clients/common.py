@@ -71,7 +71,7 @@ class ClientRun:
 def media_run(invocation: ClientInvocation) -> ClientRun:
     """The media run of an invocation; BadInput when the spec has no media kind or no server is given."""
     spec = invocation.spec
-    kind = kind_of(spec)
+    kind = kind_of(spec.model_type)
     if kind is None:
         raise BadInput(f"model_type {spec.model_type!r} of {spec.model_id} has no media client variant")
     if not invocation.server_url:

@@ -7,7 +7,6 @@ tier rules as LLM points). Each field's description is the report legend.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from contracts.typed_record import TypedRecord, described
 
@@ -24,10 +23,9 @@ _ALIASES = {"audio": SPEECH, "asr": SPEECH, "classification": CNN, "embeddings":
             "vlm": VISION, "image-text-to-text": VISION}
 
 
-def kind_of(spec: Any) -> str | None:
-    """The media kind of a spec (a ModelSpec or its JSON dict), or None for LLM/text models."""
-    raw = spec.get("model_type") if isinstance(spec, dict) else getattr(spec, "model_type", None)
-    kind = str(raw or "").strip().lower()
+def kind_of(model_type: str | None) -> str | None:
+    """The media kind of a spec's ``model_type`` (aliases such as audio -> speech), or None for LLM/text."""
+    kind = str(model_type or "").strip().lower()
     kind = _ALIASES.get(kind, kind)
     return kind if kind in MEDIA_KINDS else None
 

@@ -94,14 +94,14 @@ def client_scripts(spec) -> dict[WorkflowType, tuple[str, str]]:
     """(venv, entry script) per client workflow for this spec: media kinds have their own variants."""
     from records.media import kind_of
 
-    return MEDIA_CLIENT_SCRIPTS if kind_of(spec) else CLIENT_SCRIPTS
+    return MEDIA_CLIENT_SCRIPTS if kind_of(spec.model_type) else CLIENT_SCRIPTS
 
 
 def no_variant_reason(spec, workflow: WorkflowType) -> str | None:
     """Why ``workflow`` does not run for this spec (a media kind without that variant), or None."""
     from records.media import kind_of
 
-    kind = kind_of(spec)
+    kind = kind_of(spec.model_type)
     if kind and workflow in CLIENT_SCRIPTS and workflow not in MEDIA_CLIENT_SCRIPTS:
         return f"no {workflow.value} variant for {kind} models"
     return None

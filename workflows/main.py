@@ -236,7 +236,7 @@ def _validate_for_workflow(spec: ModelSpec, options: RunOptions) -> None:
     """Fail before anything starts when the workflow cannot run for this spec."""
     from records.media import kind_of
 
-    if options.workflow in (WorkflowType.EVALS, WorkflowType.RELEASE) and kind_of(spec) is None:
+    if options.workflow in (WorkflowType.EVALS, WorkflowType.RELEASE) and kind_of(spec.model_type) is None:
         # Media kinds carry their own eval (media_clients/run_media_evals.py).
         from evals.eval_config import EVAL_CONFIGS
 

@@ -20,13 +20,13 @@ from media_clients.workloads import Sent, Workload
 
 
 def test_kind_of_maps_model_types_and_leaves_llms_alone():
-    assert kind_of({"model_type": "image"}) == "image"
-    assert kind_of({"model_type": "audio"}) == "speech"
-    assert kind_of({"model_type": "CNN"}) == "cnn"
-    assert kind_of({"model_type": "embedding"}) == "embedding"
-    assert kind_of({"model_type": "text"}) is None
-    assert kind_of({"model_type": "LLM"}) is None
-    assert kind_of({}) is None
+    assert kind_of("image") == "image"
+    assert kind_of("audio") == "speech"
+    assert kind_of("CNN") == "cnn"
+    assert kind_of("embedding") == "embedding"
+    assert kind_of("text") is None
+    assert kind_of("LLM") is None
+    assert kind_of(None) is None and kind_of("") is None
 
 
 def test_wer_counts_substitutions_insertions_and_deletions():
