@@ -54,7 +54,10 @@ BASE_IMAGE = "tt-inference-server/base-debian:bookworm"
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "libgomp1", "libnuma1", "tini")
 # A smoke release is 1.5-3 min on 2 cores once the client venvs exist; building them cold takes longer.
 SMOKE_TIMEOUT_S = 1500
-SMOKE_WORKFLOW_ARGS = "mode=smoke"
+# The smoke release decides whether the image works; a speed regression against an earlier run on
+# this host (the release's default comparison) is shown in its report but does not stop the tag:
+# smoke samples are small and an image build shares the host with whatever else runs.
+SMOKE_WORKFLOW_ARGS = "mode=smoke on_regression=warn"
 SMOKE_TAIL_LINES = 40
 SMOKE_FAILURE_LINES = 12
 
@@ -141,7 +144,7 @@ class BuildPlan:
                  f"  serves      {', '.join(s.model_id for s in self.specs)}",
                  f"  smoke test  run.py --model {self.smoke_spec.model_name} --device "
                  f"{self.smoke_spec.device_type.value} --impl {self.smoke_spec.impl.impl_name} --workflow release "
-                 f"--docker-server --override-docker-image {self.candidate} --workflow-args {SMOKE_WORKFLOW_ARGS}"
+                 f"--docker-server --override-docker-image {self.candidate} --workflow-args '{SMOKE_WORKFLOW_ARGS}'"
                  f" (must exit 0)"]
         if not self.recipe.buildable_offline:
             lines.append(f"  NOT BUILT HERE: {self.recipe.note}")

@@ -7,7 +7,9 @@ integration tests of every package talk to one server instead of each starting t
 
 from __future__ import annotations
 
+import os
 import secrets
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +18,16 @@ import pytest
 from tests.helpers import FakeServerProcess, free_port
 
 SERVED_MODEL = "SmolLM2-135M-Instruct"
+
+
+def pytest_configure(config) -> None:
+    """Runs made by tests index into a run history of this test session, not the checkout's: a
+    release compares with the last run of its spec on the host by default, and a developer's own
+    runs (or another session's) must not become a test's baseline. Tests of the history itself
+    name their stores explicitly; an outer TT_HISTORY_URL (a CI database) is kept."""
+    if "TT_HISTORY_URL" not in os.environ:
+        folder = Path(tempfile.mkdtemp(prefix="tt-test-history-"))
+        os.environ["TT_HISTORY_URL"] = f"sqlite:///{folder / 'history.sqlite3'}"
 
 
 @dataclass
