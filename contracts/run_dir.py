@@ -75,6 +75,24 @@ class Step:
     duration_s: float | None = None
     outputs: list[str] = field(default_factory=list)
     detail: str = ""
+    #: Share of the step's wall time during which some runnable task on the host waited for a CPU
+    #: (Linux PSI, /proc/pressure/cpu "some"); None where the host cannot say. Our own server and
+    #: clients count too, so it compares runs of one spec: a higher value means other work competed.
+    cpu_pressure: float | None = None
+
+
+PSI_CPU = Path("/proc/pressure/cpu")
+
+
+def cpu_pressure_us(path: Path = PSI_CPU) -> int | None:
+    """Microseconds some task has waited for a CPU since boot (PSI "some total"); None without PSI."""
+    try:
+        for line in path.read_text(encoding="ascii").splitlines():
+            if line.startswith("some "):
+                return int(line.rsplit("total=", 1)[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 @dataclass
@@ -170,6 +188,8 @@ class RunDirectory:
         step.status, step.started, step.ended, step.duration_s, step.detail = (StepStatus.RUNNING, utc_now(),
                                                                                 None, None, "")
         step._t0 = time.monotonic()  # type: ignore[attr-defined]
+        step._psi0 = cpu_pressure_us()  # type: ignore[attr-defined]
+        step.cpu_pressure = None
         self.save()
         return step
 
@@ -178,6 +198,9 @@ class RunDirectory:
         step.ended = utc_now()
         t0 = getattr(step, "_t0", None)
         step.duration_s = round(time.monotonic() - t0, 3) if t0 is not None else 0.0
+        psi0, psi1 = getattr(step, "_psi0", None), cpu_pressure_us()
+        if psi0 is not None and psi1 is not None and step.duration_s > 0:
+            step.cpu_pressure = round(min(1.0, max(0.0, (psi1 - psi0) / 1e6 / step.duration_s)), 3)
         if outputs:
             step.outputs = sorted(set(step.outputs) | set(outputs))
         self.save()

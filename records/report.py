@@ -404,7 +404,9 @@ class ComparisonMetric(TypedRecord):
         "regressed when the whole 95% interval of the ratio is worse than the tolerance allows (beyond "
         "1 + tolerance for a lower-is-better metric), improved when the whole interval is better than 1 by "
         "more than the tolerance, within_noise otherwise (the samples show no change beyond the tolerance); "
-        "inconclusive without per-request records or with fewer than 8 requests in a run.",
+        "inconclusive without per-request records, with fewer than 8 requests in a run, or when the host was "
+        "not equally busy in both runs (Comparison.cpu_pressure vs baseline_cpu_pressure): a busier host, "
+        "not the build, may have made the difference.",
         "within_noise")
 
 
@@ -433,6 +435,10 @@ class Comparison(TypedRecord):
                                 "cores, RAM, kernel, engine versions).", True)
     host_differences: list[str] = described("The host facts that differ, when the hosts differ.", factory=list)
     baseline_spec_version: str | None = described("The baseline's model spec version.", None)
+    cpu_pressure: float | None = described(
+        "Share of this run's benchmarks step during which some task on the host waited for a CPU (Linux PSI; "
+        "manifest step cpu_pressure); null where the host cannot say.", None)
+    baseline_cpu_pressure: float | None = described("The same share in the baseline run.", None)
     metrics: list[ComparisonMetric] = described("Every metric both runs measured.", factory=list,
                                                 record_list=ComparisonMetric)
     trend: list[TrendPoint] = described("Earlier runs of the same spec and host from the run history, "

@@ -11,7 +11,17 @@ interval, never on the ratio alone:
 * ``within_noise``: anything else (no change beyond the tolerance that the samples can show);
 * ``inconclusive``: a run has no per-request records for the metric, or fewer than
   ``MIN_REQUESTS`` (a percentile bootstrap of 4 requests has a handful of distinct resamples and an
-  interval far narrower than the truth: it is shown, never trusted to decide).
+  interval far narrower than the truth: it is shown, never trusted to decide); or the host was not
+  equally busy in both runs.
+
+Why the host's busyness: the interval resamples requests within each run, so it knows nothing of what
+else ran on the host. On a shared machine the same build measured 15-50% slower while other work
+kept the CPUs saturated, and the gate "decided" a regression of the host, not of the build. Each run's
+manifest records, per step, the share of wall time during which some task waited for a CPU (Linux
+PSI, ``contracts.run_dir``); when the benchmarks step's shares of the two runs differ by more than
+``PRESSURE_TOLERANCE``, or only one run recorded it, every metric is inconclusive (shown, not
+deciding) and a note says why. A host that cannot say in both runs is compared on the requests alone,
+and the note says so.
 
 Compared today: every LLM benchmark point both runs measured (same ISL/OSL/concurrency), on mean
 TTFT and mean TPOT, and every media point both measured (same kind and concurrency), on the mean
@@ -40,6 +50,11 @@ POINT_METRICS = (("ttft_ms", 0, False), ("tpot_ms", 1, False))
 TREND_METRICS = ("ttft_ms", "tpot_ms", "latency_p50_ms")
 #: Most recent candidates ``last`` looks at before saying there is no baseline.
 LAST_CANDIDATES = 20
+#: Largest difference of the benchmarks step's host CPU pressure (share of wall time) between the two
+#: runs for which a change is still the build's: beyond it, the host was busier in one run.
+PRESSURE_TOLERANCE = 0.10
+#: The step whose host CPU pressure is compared (every compared point is measured there).
+MEASURING_STEP = "benchmarks"
 
 
 class CompareError(ValueError):
@@ -252,12 +267,22 @@ def build_comparison(settings: CompareSettings, record: ReportRecord, run_dir: P
     mine, theirs = host_facts_of(record), host_facts_of(baseline)
     same = fingerprint(mine) == fingerprint(theirs)
     metrics, notes = compare_runs(run_dir, baseline_dir, settings.tolerance)
+    pressure, base_pressure = step_cpu_pressure(run_dir), step_cpu_pressure(baseline_dir)
+    why = busier_host(pressure, base_pressure)
+    if why is not None:
+        notes.append(why)
+        for metric in metrics:
+            metric.decision = "inconclusive"
+    elif pressure is None:
+        notes.append("the host cannot say how busy its CPUs were (no Linux PSI) in either run: the comparison "
+                     "assumes it was equally busy")
     comparison = Comparison(
         baseline_run=baseline.metadata.run_id, baseline_started=baseline.metadata.run_started,
         baseline_dir=str(baseline_dir.resolve()), requested=settings.requested, tolerance=settings.tolerance,
         on_regression=settings.on_regression, same_host=same,
         host_differences=[] if same else host_differences(mine, theirs),
-        baseline_spec_version=baseline.metadata.model_version, metrics=metrics, notes=notes)
+        baseline_spec_version=baseline.metadata.model_version, cpu_pressure=pressure,
+        baseline_cpu_pressure=base_pressure, metrics=metrics, notes=notes)
     if baseline.verdict.result not in ("PASS", "INCONCLUSIVE"):
         comparison.notes.append(f"the baseline's own verdict was {baseline.verdict.result} (named with --compare-to; "
                                 f"`last` never picks a run that failed)")
@@ -275,6 +300,33 @@ def build_comparison(settings: CompareSettings, record: ReportRecord, run_dir: P
                 comparison.trend.append(TrendPoint(entry.run_id, entry.started, entry.verdict, points))
     comparison.trend.append(TrendPoint(record.metadata.run_id, record.metadata.run_started, None, own))
     return comparison
+
+
+def step_cpu_pressure(run_dir: Path, step: str = MEASURING_STEP) -> float | None:
+    """The host CPU pressure its manifest recorded for ``step``, or None."""
+    from contracts.run_dir import Manifest
+
+    try:
+        found = Manifest.read(Path(run_dir) / "manifest.json").step(step)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    value = getattr(found, "cpu_pressure", None)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def busier_host(pressure: float | None, baseline: float | None) -> str | None:
+    """Why the two runs' host CPU pressures keep the comparison from deciding, or None (module docstring)."""
+    if pressure is None and baseline is None:
+        return None
+    if pressure is None or baseline is None:
+        which = "this run" if pressure is None else "the baseline"
+        return (f"host CPU pressure during {MEASURING_STEP} is known for one run only ({which} did not record it): "
+                f"a busier host cannot be told from a slower build, so no metric is decided")
+    if abs(pressure - baseline) > PRESSURE_TOLERANCE:
+        return (f"the host was not equally busy: some task waited for a CPU {pressure:.0%} of the {MEASURING_STEP} "
+                f"step in this run against {baseline:.0%} in the baseline (more than {PRESSURE_TOLERANCE:.0%} apart): "
+                f"a busier host, not the build, may explain a change, so no metric is decided")
+    return None
 
 
 def _trend_metrics(metrics: dict[str, float], keep: set[str] | None) -> dict[str, float]:

@@ -63,3 +63,25 @@ def test_statuses_are_enums_in_memory_and_plain_strings_on_disk(tmp_path) -> Non
         assert "finished" in str(exc)
     else:
         raise AssertionError("an unknown step status was accepted")
+
+
+def test_each_step_records_how_busy_the_hosts_cpus_were(tmp_path) -> None:
+    """PSI "some total" read before and after a step: the share of its wall time some task waited for a CPU."""
+    import time
+
+    from contracts.run_dir import PSI_CPU, cpu_pressure_us
+
+    sample = tmp_path / "cpu"
+    sample.write_text("some avg10=97.41 avg60=98.47 avg300=92.18 total=8723818701\n"
+                      "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    assert cpu_pressure_us(sample) == 8723818701
+    assert cpu_pressure_us(tmp_path / "none") is None
+    run_dir = RunDirectory(tmp_path / "run", Manifest(run_id="r1", model_id="m", workflow="benchmarks"))
+    step = run_dir.start_step("benchmarks")
+    time.sleep(0.2)
+    run_dir.end_step(step, "passed")
+    recorded = Manifest.read(tmp_path / "run" / "manifest.json").step("benchmarks").cpu_pressure
+    if cpu_pressure_us(PSI_CPU) is None:
+        assert recorded is None  # the host cannot say: never a made-up number
+    else:
+        assert recorded is not None and 0.0 <= recorded <= 1.0

@@ -151,3 +151,41 @@ def test_media_points_are_compared_on_their_requests_latency(tmp_path) -> None:
     assert [(m.name, m.decision, m.n) for m in metrics] == [("embedding_con-1 latency_ms", "regressed", 12)]
     few = run("few", [130.0, 131.0])
     assert compare_runs(few, base, 0.05)[0][0].decision == "inconclusive"
+
+
+def _pressure(run_dir: Path, share: float | None) -> None:
+    """Record the host CPU pressure of the run's benchmarks step, as the run directory does (PSI)."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    next(s for s in manifest["steps"] if s["name"] == "benchmarks")["cpu_pressure"] = share
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("mine, base, decided", [
+    (0.55, 0.50, True),    # equally busy: the 30% is the build's, regressed
+    (0.95, 0.40, False),   # busier host in this run: not decided
+    (0.40, 0.95, False),   # busier host in the baseline: not decided either
+    (0.50, None, False),   # the baseline did not record it: a busier host cannot be told apart
+    (None, None, True),    # a host that never can say: compared on the requests alone, and said
+])
+def test_a_busier_host_is_never_taken_for_a_slower_build(tmp_path, mine, base, decided) -> None:
+    from reports.comparison import PRESSURE_TOLERANCE
+
+    base_dir = _run(tmp_path, "base", 1.0, "run-base", "2026-01-10T00:00:00+00:00")
+    slow = _run(tmp_path, "slow", 1.3, "run-slow", "2026-01-11T00:00:00+00:00")
+    _pressure(base_dir, base)
+    _pressure(slow, mine)
+    settings = CompareSettings(str(base_dir))
+    record = build_report(slow, compare=lambda r: build_comparison(settings, r, slow, *baseline_from(
+        settings, r, None), None))
+    c = record.comparison
+    assert (c.cpu_pressure, c.baseline_cpu_pressure) == (mine, base)
+    decisions = {m.decision for m in c.metrics if m.name.endswith("ttft_ms")}
+    if decided:
+        assert decisions == {"regressed"} and record.verdict.result == "FAIL"
+        if mine is None:
+            assert any("cannot say how busy" in n for n in c.notes)
+    else:
+        assert decisions == {"inconclusive"} and {m.decision for m in c.metrics} == {"inconclusive"}
+        assert any("no metric is decided" in n for n in c.notes)
+        assert not [b for b in record.verdict.blockers if b.category == "comparison"]
+    assert PRESSURE_TOLERANCE == 0.10
