@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
 import os
 import socket
 import subprocess
@@ -44,6 +45,16 @@ def model_spec(spec_id: str = CPU_SPEC_ID, **changes) -> ModelSpec:
 def write_model_spec(path: Path, spec_id: str = CPU_SPEC_ID, **changes) -> Path:
     """``model_spec(...)`` written to ``path`` (what the orchestrator hands a client as --model-spec-json)."""
     return model_spec(spec_id, **changes).write(Path(path))
+
+
+def load_script(path: Path):
+    """A script under scripts/ imported as a module (scripts are not a package), registered in
+    sys.modules under its file name so its dataclasses can find their module."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def free_port() -> int:

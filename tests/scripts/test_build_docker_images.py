@@ -5,7 +5,6 @@ release through run.py --docker-server passed."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import dataclasses
 import json
 import os
@@ -17,21 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import load_script
 from workflows.catalog import load_catalog
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "scripts" / "build_docker_images.py"
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("build_docker_images", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-bdi = _load_script()
+bdi = load_script(SCRIPT)
 
 
 @pytest.fixture(scope="module")
