@@ -136,7 +136,7 @@ def wait_ready(ctx: RunContext) -> str:
     from workflows.servers import ServerStartError
 
     assert ctx.server is not None
-    kind = media_kind(ctx.spec)
+    kind = media_kind(ctx.spec.model_type)
     try:
         if kind:  # a media server: /tt-liveness, then one request of the model's kind
             from workflows.media_readiness import wait_media_ready
@@ -241,7 +241,7 @@ def _talks_to_server(ctx: RunContext) -> bool:
 def _warms_up(ctx: RunContext) -> bool:
     """Trace capture is for LLMs; media servers warm their workers up before they report ready."""
     return (_talks_to_server(ctx) and ctx.workflow is not WorkflowType.SERVER and not ctx.options.disable_trace_capture
-            and media_kind(ctx.spec) is None)
+            and media_kind(ctx.spec.model_type) is None)
 
 
 SERVER_STEPS: tuple[PipelineStep, ...] = (
