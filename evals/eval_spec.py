@@ -50,6 +50,31 @@ STANDARD_LIMITS: Mapping[str, int | None] = {"smoke": 20, "ci": 200, "full": Non
 
 
 @dataclass(frozen=True)
+class InProcessScore:
+    """The task's score from lm-eval's in-process ``hf`` backend on the weights the server serves.
+
+    Measured by ``scripts/measure_inprocess_reference.py`` with the served eval's own task settings
+    (same YAML, sample subset, few-shot and chat template), no server in between; kept in
+    ``evals/reference_scores.json``. ``task_config_sha256`` hashes the task's YAML, data and helper
+    code at measurement time: when it no longer matches the checkout, the score no longer describes
+    the task and cannot judge a served score. ``source`` is one line of provenance (engine, versions,
+    weights hash, CPU, date); the file holds the full record and the command.
+    """
+
+    value: float
+    stderr: float | None
+    samples: int
+    task_config_sha256: str
+    source: str
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.value <= 1:
+            raise ValueError(f"scores are fractions in [0, 1], got {self.value}")
+        if self.samples < 1:
+            raise ValueError(f"an in-process score needs at least one sample, got {self.samples}")
+
+
+@dataclass(frozen=True)
 class ScoreSpec:
     """How to turn lm-eval's ``results[task]`` into one score, and what that score must reach.
 
@@ -58,6 +83,8 @@ class ScoreSpec:
     strict/loose prompt/instruction accuracies). ``mode_reference_scores`` holds references measured
     on exactly the sample subset a mode runs (e.g. the smoke subset), which are compared with the
     plain tolerance; a reference measured on a different sample set gets a sample-size margin.
+    ``in_process_scores`` (per mode) are the same subsets scored in process by lm-eval's ``hf``
+    backend: a served score outside their 95% interval is a serving bug (``records.evals.serving_check``).
     """
 
     metric_keys: tuple[str, ...]
@@ -68,8 +95,11 @@ class ScoreSpec:
     reference_source: str | None = None
     mode_reference_scores: Mapping[str, float] = field(default_factory=dict)
     tolerance: float = DEFAULT_TOLERANCE
+    in_process_scores: Mapping[str, InProcessScore] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if set(self.in_process_scores) - set(MODES):
+            raise ValueError(f"unknown modes in in_process_scores {sorted(self.in_process_scores)}")
         if not self.metric_keys or any("," not in k for k in self.metric_keys):
             raise ValueError(f"metric keys must look like 'metric,filter': {self.metric_keys!r}")
         if self.score_func not in ("single", "mean"):

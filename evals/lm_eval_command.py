@@ -189,23 +189,64 @@ def build_command(
 
     def argv_for(margs: dict[str, object]) -> list[str]:
         argv = [python, "-m", "lm_eval", "run", "--model", task.model_class, "--model_args", _kv(margs)]
-        argv += ["--tasks", task.task_name, "--output_path", str(output_dir), "--log_samples"]
-        argv += ["--seed", str(task.seed), "--batch_size", str(task.batch_size)]
-        if task.num_fewshot is not None:
-            argv += ["--num_fewshot", str(task.num_fewshot)]
-        if task.apply_chat_template:
-            argv.append("--apply_chat_template")
-        if task.fewshot_as_multiturn:
-            argv += ["--fewshot_as_multiturn", "true"]
-        if task.gen_kwargs:
-            argv += ["--gen_kwargs", _kv(dict(task.gen_kwargs))]
-        if limit is not None:
-            argv += ["--limit", str(limit)]
-        if task.offline:
-            argv += ["--include_path", str(tasks_dir)]
+        argv += ["--batch_size", str(task.batch_size)]
+        argv += task_args(task, output_dir=output_dir, limit=limit, tasks_dir=tasks_dir)
         if cache_path is not None:
             argv += ["--use_cache", str(cache_path)]
         return argv
 
-    cwd = tasks_dir if task.offline else output_dir
-    return LmEvalInvocation(argv_for(model_args), cwd, shlex.join(argv_for(display_args)))
+    return LmEvalInvocation(argv_for(model_args), task_cwd(task, output_dir, tasks_dir),
+                            shlex.join(argv_for(display_args)))
+
+
+def task_args(task: EvalTask, *, output_dir: Path, limit: int | None, tasks_dir: Path = TASKS_DIR) -> list[str]:
+    """What lm-eval is told about the task itself (task, samples, few-shot, chat template, seed), the
+    same whichever model class answers it: the served eval and the in-process reference share it, so
+    both score exactly the same prompts."""
+    argv = ["--tasks", task.task_name, "--output_path", str(output_dir), "--log_samples", "--seed", str(task.seed)]
+    if task.num_fewshot is not None:
+        argv += ["--num_fewshot", str(task.num_fewshot)]
+    if task.apply_chat_template:
+        argv.append("--apply_chat_template")
+    if task.fewshot_as_multiturn:
+        argv += ["--fewshot_as_multiturn", "true"]
+    if task.gen_kwargs:
+        argv += ["--gen_kwargs", _kv(dict(task.gen_kwargs))]
+    if limit is not None:
+        argv += ["--limit", str(limit)]
+    if task.offline:
+        argv += ["--include_path", str(tasks_dir)]
+    return argv
+
+
+def task_cwd(task: EvalTask, output_dir: Path, tasks_dir: Path = TASKS_DIR) -> Path:
+    """Offline task YAMLs name their JSONL by relative path: lm-eval must run in the tasks directory."""
+    return tasks_dir if task.offline else output_dir
+
+
+#: lm-eval's in-process backend for the reference (transformers on CPU, no server).
+INPROCESS_MODEL_CLASS = "hf"
+
+
+def build_inprocess_command(
+    task: EvalTask,
+    *,
+    python: str,
+    pretrained: Path,
+    dtype: str,
+    output_dir: Path,
+    limit: int | None,
+    batch_size: int,
+    tasks_dir: Path = TASKS_DIR,
+) -> LmEvalInvocation:
+    """The ``python -m lm_eval run --model hf ...`` argv that scores ``task`` in process on the
+    checkpoint the server serves (``pretrained``), with the served eval's own ``task_args``.
+
+    With ``apply_chat_template`` lm-eval renders the checkpoint tokenizer's chat template itself,
+    where the served eval lets the server render it: a difference between the two is the server's.
+    """
+    model_args = _kv({"pretrained": pretrained, "dtype": dtype})
+    argv = [python, "-m", "lm_eval", "run", "--model", INPROCESS_MODEL_CLASS, "--model_args", model_args,
+            "--device", "cpu", "--batch_size", str(batch_size)]
+    argv += task_args(task, output_dir=output_dir, limit=limit, tasks_dir=tasks_dir)
+    return LmEvalInvocation(argv, task_cwd(task, output_dir, tasks_dir), shlex.join(argv))

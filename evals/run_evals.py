@@ -60,7 +60,16 @@ from evals.lm_eval_session import LmEvalSessions, WorkerError
 from evals.passthrough import apply_passthrough, passthrough_args
 from evals.server_check import check_server
 from evals.lm_eval_results import ResultsError, find_results_file, score_results
-from records.evals import STATUS_ERROR, STATUS_INCONCLUSIVE, STATUS_PASSED, EvalRecord, accuracy_check
+from evals.references import task_config_sha256
+from records.evals import (
+    SERVING_SUSPECTS,
+    STATUS_ERROR,
+    STATUS_INCONCLUSIVE,
+    STATUS_PASSED,
+    EvalRecord,
+    accuracy_check,
+    serving_check,
+)
 
 STATE_FILE = "task_state.json"
 OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -300,6 +309,11 @@ class TaskRunner:
         exact_mode = self.mode if limit == task.limit_for(self.mode) else None
         rec.value, rec.stderr, rec.samples = value, stderr, samples
         rec.apply(accuracy_check(value, task.score, exact_mode, samples, stderr))
+        rec.apply_serving(serving_check(value, samples, task.score.in_process_scores.get(exact_mode or "full"),
+                                        task_config_sha256=task_config_sha256(task.task_name) if task.offline else None,
+                                        suspects=serving_suspects(task)))
+        if rec.serving_decision:
+            log(f"{task.task_name}: served vs in-process {rec.serving_decision.upper()}: {rec.serving_detail}")
         return rec
 
     def outputs(self, records: list[EvalRecord]) -> list[str]:
@@ -319,17 +333,27 @@ class TaskRunner:
         invocation.write_outputs(self.outputs(records))
 
 
+def serving_suspects(task: EvalTask) -> str:
+    """What a serving bug in this task most likely is, by what the task asks of the server."""
+    kind = "loglikelihood" if task.needs_loglikelihood else "chat" if task.apply_chat_template else "generate"
+    return SERVING_SUSPECTS[kind]
+
+
 def _fmt(v: float | None, nd: int = 4) -> str:
     return "-" if v is None else f"{v:.{nd}f}"
 
 
 def result_table(records: list[EvalRecord]) -> str:
-    rows = [("task", "metric", "n", "value", "95% CI", "target", "ratio", "status")]
+    rows = [("task", "metric", "n", "value", "95% CI", "target", "ratio", "in-process [95% CI]", "serving",
+             "status")]
     for r in records:
         ratio = r.ratio_to_reference if r.ratio_to_reference is not None else r.ratio_to_published
         ci = "-" if not r.ci95 else f"{r.ci95[0]:.3f}..{r.ci95[1]:.3f}"
+        inproc = "-" if r.in_process_score is None else (
+            f"{r.in_process_score:.4f}" + (f" [{r.in_process_ci95[0]:.3f}..{r.in_process_ci95[1]:.3f}]"
+                                           if r.in_process_ci95 else ""))
         rows.append((r.task, r.metric, "-" if r.samples is None else str(r.samples), _fmt(r.value), ci,
-                     _fmt(r.target), _fmt(ratio, 3), r.status.upper()))
+                     _fmt(r.target), _fmt(ratio, 3), inproc, (r.serving_decision or "-").upper(), r.status.upper()))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
     lines.insert(1, "-+-".join("-" * w for w in widths))

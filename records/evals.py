@@ -15,7 +15,8 @@ from typing import ClassVar, Mapping, Protocol
 from contracts.intervals import FAIL, INCONCLUSIVE, PASS, Interval, decide, from_stderr, wilson
 from contracts.typed_record import RecordError, TypedRecord, described
 
-__all__ = ["SCHEMA", "EvalRecord", "RecordError", "ScoreTarget", "accuracy_check", "score_interval"]
+__all__ = ["SCHEMA", "EvalRecord", "RecordError", "ScoreTarget", "accuracy_check", "score_interval",
+           "InProcessReference", "ServingCheck", "serving_check", "MIN_SERVING_SAMPLES"]
 
 SCHEMA = "tt-eval-record/1"
 STATUS_PASSED, STATUS_FAILED, STATUS_ERROR = "passed", "failed", "error"
@@ -65,11 +66,28 @@ class EvalRecord(TypedRecord):
     condition_differences: list[str] = described(
         "conditions of this run that differ from those the reference score was measured in: a score may then "
         "move for reasons other than a serving bug", factory=list)
+    in_process_score: float | None = described(
+        "the same task, sample set, few-shot and chat-template settings scored in process by lm-eval's hf backend "
+        "on the weights the server serves, no server in between (evals/reference_scores.json); null when none "
+        "was measured", None)
+    in_process_ci95: list[float] | None = described(
+        "95% interval of the in-process score [low, high]: its value +- 1.96 x lm-eval's standard error (a Wilson "
+        "interval when that is 0); a served score outside it is a serving bug", None)
+    in_process_samples: int | None = described("number of items behind the in-process score", None)
+    in_process_source: str | None = described(
+        "how the in-process score was measured: engine and versions, weights hash, CPU, date, item subset", None)
+    serving_decision: str | None = described(
+        "served vs in-process: pass when the served score lies inside the in-process 95% interval, fail (a "
+        "serving bug) when outside, inconclusive when the two cannot be compared (different item sets, a task "
+        "changed since the in-process measurement, too few items); null when there is no in-process score", None)
+    serving_detail: str | None = described("what the served vs in-process comparison found, and what to look at "
+                                           "when it failed", None)
     ratio_to_reference: float | None = described("value / reference_score", None)
     ratio_to_published: float | None = described("value / published_score", None)
     passed: bool | None = described("decision is pass (true) or fail (false); null when inconclusive or when "
                                     "there is nothing to compare with", None)
-    status: str = described("passed, failed or inconclusive (by decision), or error (not scored)", STATUS_ERROR)
+    status: str = described("passed, failed or inconclusive (by decision; failed also when the serving check "
+                            "fails), or error (not scored)", STATUS_ERROR)
     error: str | None = described("one line saying why the task was not scored", None)
     results_file: str | None = described("lm-eval's results JSON, relative to the run directory", None)
 
@@ -87,6 +105,17 @@ class EvalRecord(TypedRecord):
         self.decision = check.decision
         self.passed = {PASS: True, FAIL: False}.get(check.decision or "")
         self.status = STATUS_BY_DECISION.get(check.decision or "", STATUS_PASSED)
+
+    def apply_serving(self, check: "ServingCheck | None") -> None:
+        """Copy the served vs in-process comparison into the record; a serving bug fails the task."""
+        if check is None:
+            return
+        ref = check.in_process
+        self.in_process_score, self.in_process_samples, self.in_process_source = ref.value, ref.samples, ref.source
+        self.in_process_ci95 = check.interval.as_list() if check.interval else None
+        self.serving_decision, self.serving_detail = check.decision, check.detail
+        if check.decision == FAIL:
+            self.status = STATUS_FAILED
 
 
 # ----------------------------------------------------------------------------- accuracy check
@@ -159,3 +188,78 @@ def accuracy_check(
         decision = decide(interval, target, higher_is_better=True)
     return AccuracyCheck(basis, ref, round(tol, 6), target, interval, decision, ratio(ref),
                          ratio(spec.published_score))
+
+
+# ----------------------------------------------------------------------------- served vs in process
+
+#: Fewer items than this cannot show a serving bug: the in-process interval would hold almost any score.
+MIN_SERVING_SAMPLES = 8
+
+#: Where to look when a served score leaves the in-process interval, by what the task asks of the server.
+SERVING_SUSPECTS = {
+    "loglikelihood": "prompt logprobs (/v1/completions echo+logprobs) and tokenisation (/tokenize against the "
+                     "checkpoint's tokenizer: BOS, whitespace at the context/continuation boundary)",
+    "chat": "the chat template the server renders (system prompt, generation prompt, special tokens) and "
+            "tokenisation",
+    "generate": "tokenisation of the prompt, stop sequences and greedy sampling parameters (temperature, "
+                "max tokens)",
+}
+
+
+class InProcessReference(Protocol):
+    """What the serving check reads from an in-process score (``evals.eval_spec.InProcessScore``)."""
+
+    value: float
+    stderr: float | None
+    samples: int
+    task_config_sha256: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ServingCheck:
+    in_process: InProcessReference
+    interval: Interval | None  # the in-process score's 95% interval
+    decision: str  # pass / fail / inconclusive
+    detail: str
+
+
+def serving_check(
+    served: float | None,
+    served_samples: int | None,
+    in_process: InProcessReference | None,
+    *,
+    task_config_sha256: str | None,
+    suspects: str,
+) -> ServingCheck | None:
+    """Judge a served score against the in-process score of the same items (None: nothing to compare).
+
+    Both scores come from the same items with the same prompts, so sampling noise cannot separate
+    them; a served score outside the in-process 95% interval (lm-eval's stderr) is more than any
+    kernel difference moves a score, and fails as a serving bug. Undecidable, so inconclusive: item
+    sets that differ (another limit), a task whose files changed since the in-process measurement
+    (``task_config_sha256``), or fewer than ``MIN_SERVING_SAMPLES`` items. ``suspects`` names what
+    to look at when it fails (``SERVING_SUSPECTS``).
+    """
+    if in_process is None or served is None:
+        return None
+    interval = score_interval(in_process.value, in_process.stderr, in_process.samples)
+    shown = "no interval" if interval is None else f"[{interval.low:.4f}, {interval.high:.4f}]"
+    about = f"in-process {in_process.value:.4f} (95% CI {shown}, n={in_process.samples})"
+    if served_samples != in_process.samples:
+        return ServingCheck(in_process, interval, INCONCLUSIVE,
+                            f"served n={served_samples} vs {about}: different item sets cannot be compared; "
+                            f"run a mode whose items the in-process reference measured")
+    if task_config_sha256 is not None and task_config_sha256 != in_process.task_config_sha256:
+        return ServingCheck(in_process, interval, INCONCLUSIVE,
+                            f"the task's files changed since the in-process score was measured ({about}); "
+                            f"re-measure it (scripts/measure_inprocess_reference.py)")
+    if interval is None or in_process.samples < MIN_SERVING_SAMPLES:
+        return ServingCheck(in_process, interval, INCONCLUSIVE,
+                            f"{about}: fewer than {MIN_SERVING_SAMPLES} items cannot show a serving bug")
+    eps = 1e-9
+    if interval.low - eps <= served <= interval.high + eps:
+        return ServingCheck(in_process, interval, PASS, f"served {served:.4f} inside {about}")
+    return ServingCheck(in_process, interval, FAIL,
+                        f"serving bug: served {served:.4f} outside {about} on the same items and weights; "
+                        f"look at {suspects}")

@@ -460,6 +460,9 @@ def decide(
                 notes.append(f"eval {ev.task}: no reference or published score, not judged")
             else:
                 checks.append(check)
+            serving = serving_check_of(ev)
+            if serving is not None:
+                checks.append(serving)
 
     for name, section in (("tests", tests), ("stress_tests", stress_tests)):
         for item in section.items:
@@ -582,11 +585,33 @@ def eval_check(ev: EvalRow) -> Check | None:
                  decision=decision, detail=detail)
 
 
+def serving_check_of(ev: EvalRow) -> Check | None:
+    """The served vs in-process comparison of an eval row as a check (None without an in-process score).
+
+    ``value`` is the served score and ``ci95`` the in-process score's interval it must lie in. A fail
+    is a serving bug (the row's status is then failed, which blocks). Inconclusive, when the two
+    cannot be compared: required when the in-process reference is stale (the task changed) or too
+    small, since the served score is then unverified; not required when this run chose other items
+    (a ``limit``) or is a smoke run."""
+    if ev.serving_decision is None:
+        return None
+    required = ev.serving_decision != "inconclusive" or (
+        ev.mode != "smoke" and ev.samples == ev.in_process_samples)
+    return Check(name=f"served vs in-process {ev.task}", category="evals", item=ev.task, required=required,
+                 value=ev.value, ci95=ev.in_process_ci95,
+                 ci_method="the in-process score's 95% interval (lm-eval hf backend, its stderr): the served "
+                           "value must lie inside it",
+                 n=ev.in_process_samples, target=ev.in_process_score, decision=ev.serving_decision,
+                 detail=ev.serving_detail)
+
+
 def _fmt_ci(ci: list[float] | None) -> str:
     return "no interval" if not ci else f"[{ci[0]:.4g}, {ci[1]:.4g}]"
 
 
 def _eval_detail(ev: EvalRow) -> str:
+    if ev.serving_decision == "fail" and ev.decision != "fail":
+        return ev.serving_detail or "served score outside the in-process score's interval: a serving bug"
     if ev.ci95 and ev.target is not None:
         return (f"score {ev.value} (95% CI {_fmt_ci(ev.ci95)}, n={ev.samples}) is clearly below target "
                 f"{ev.target} (reference {ev.reference_score or ev.published_score}, tolerance {ev.tolerance})")
@@ -600,7 +625,7 @@ def _eval_detail(ev: EvalRow) -> str:
 
 
 __all__ = ["TIERS", "STATUS_TIERS", "check_tier", "target_estimates", "target_decision", "tier_target_checks",
-           "MIN_DECIDING_SAMPLES", "check_metric_tier", "media_blockers", "decide", "eval_check",
+           "MIN_DECIDING_SAMPLES", "check_metric_tier", "media_blockers", "decide", "eval_check", "serving_check_of",
            "judge_comparison",
            "required_tiers", "evals_required",
            "parse_waivers", "Waiver", "max_error_rate", "error_rate_detail", "measured_values"]

@@ -294,6 +294,17 @@ class EvalRow(TypedRecord):
         "Conditions (data set, generator, CPU ISA, compute type) in which this run differs from the run that "
         "measured the reference score.",
         factory=list)
+    in_process_score: float | None = described(
+        "The same items scored in process by lm-eval's hf backend on the served weights (no server).", None)
+    in_process_ci95: list[float] | None = described(
+        "95% interval of the in-process score (lm-eval's stderr); a served score outside it is a serving bug.", None)
+    in_process_samples: int | None = described("Items behind the in-process score.", None)
+    in_process_source: str | None = described("How the in-process score was measured (engine, versions, weights "
+                                              "hash, CPU, date).", None)
+    serving_decision: str | None = described(
+        "Served vs in-process: pass inside the in-process interval, fail (serving bug: tokenisation, chat "
+        "template, logprobs) outside it, inconclusive when they cannot be compared.", None)
+    serving_detail: str | None = described("What the served vs in-process comparison found.", None)
     ratio_to_reference: float | None = described("score / reference score.", None)
     ratio_to_published: float | None = described("score / published score.", None)
     passed: bool | None = described("decision is pass (true) or fail (false); null otherwise.", None)

@@ -345,6 +345,9 @@ def _read_evals(run_dir: Path, problems: list[str]) -> list[EvalRow]:
             tolerance=_num(r.tolerance), target=_num(r.target), ci95=_interval(r.ci95),
             ci_method=_str(r.ci_method), decision=_str(r.decision),
             condition_differences=[str(d) for d in r.condition_differences or []],
+            in_process_score=_num(r.in_process_score), in_process_ci95=_interval(r.in_process_ci95),
+            in_process_samples=_int(r.in_process_samples), in_process_source=_str(r.in_process_source),
+            serving_decision=_str(r.serving_decision), serving_detail=_str(r.serving_detail),
             ratio_to_reference=_num(r.ratio_to_reference), ratio_to_published=_num(r.ratio_to_published),
             passed=r.passed if isinstance(r.passed, bool) else None,
             error=_str(r.error), record_file=rel))

