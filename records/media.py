@@ -24,7 +24,10 @@ _ALIASES = {"audio": SPEECH, "asr": SPEECH, "classification": CNN, "embeddings":
 
 
 def kind_of(model_type: str | None) -> str | None:
-    """The media kind of a spec's ``model_type`` (aliases such as audio -> speech), or None for LLM/text."""
+    """The media kind of a spec's ``model_type`` (aliases such as audio -> speech), or None for LLM/text.
+    Anything but a string (a whole spec) is a TypeError: it would otherwise read as "no media kind"."""
+    if model_type is not None and not isinstance(model_type, str):
+        raise TypeError(f"kind_of takes a model_type string, not {type(model_type).__name__}")
     kind = str(model_type or "").strip().lower()
     kind = _ALIASES.get(kind, kind)
     return kind if kind in MEDIA_KINDS else None

@@ -8,6 +8,8 @@ import threading
 import wave
 import zlib
 
+import pytest
+
 from media_clients import scoring
 from tests.helpers import model_spec
 from records.media import kind_of
@@ -27,6 +29,8 @@ def test_kind_of_maps_model_types_and_leaves_llms_alone():
     assert kind_of("text") is None
     assert kind_of("LLM") is None
     assert kind_of(None) is None and kind_of("") is None
+    with pytest.raises(TypeError):
+        kind_of({"model_type": "image"})   # a whole spec is a mistake, never "no media kind"
 
 
 def test_wer_counts_substitutions_insertions_and_deletions():
