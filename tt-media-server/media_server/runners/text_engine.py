@@ -21,8 +21,8 @@ first token flushed right after prefill, cancellation applied inside the worker'
 (no background thread), and a mock backend on the same code path. A backend built on the
 manager behind the same ``SlotBackend``-level interface is the way to get its throughput.
 
-The engine emits ``TextEvent``s; it never blocks on I/O. The backend (``text_backend_hf`` or
-``text_backend_mock``) owns the model and KV cache; this module owns slots, sampling and text.
+The engine emits ``TextEvent``s; it never blocks on I/O. The backend (``text_backend_llama``,
+``text_backend_hf`` or ``text_backend_mock``) owns the model and KV cache; this module owns slots, sampling and text.
 """
 from __future__ import annotations
 
@@ -210,35 +210,53 @@ class SlotEngine:
             self._prefilling.append(slot)
 
     def _prefill(self, events: list[TextEvent]) -> None:
-        """Prefill newcomers in order, at most ``prefill_chunk`` tokens while others decode."""
+        """Prefill newcomers in order, at most ``prefill_chunk`` tokens while others decode.
+
+        Each prefilling user gets one chunk this pass (its whole prompt when nobody decodes); a
+        backend with ``prefill_many`` runs all the chunks in one forward (each forward reads every
+        weight once, so eight prompts arriving together cost about one pass, not eight).
+        """
         budget = self.prefill_chunk if self._decoding else None
-        for slot in list(self._prefilling):
-            while slot.prefilled < len(slot.prompt_ids):
-                if budget is not None and budget <= 0:
-                    return
-                take = len(slot.prompt_ids) - slot.prefilled
-                if budget is not None:
-                    take = min(take, budget)
-                    budget -= take
-                chunk = slot.prompt_ids[slot.prefilled:slot.prefilled + take]
-                try:
-                    logits = self.backend.prefill(slot.sequence, chunk)
-                except Exception as exc:  # noqa: BLE001 - this user fails, the others go on
-                    self._prefilling.remove(slot)
-                    self._by_id.pop(slot.request_id, None)
-                    events.append(TextEvent(slot.request_id, "error",
-                                            {"status": 500, "message": f"prefill failed: "
-                                                                       f"{type(exc).__name__}: {exc}"}))
+        batch: list[tuple[Slot, list[int]]] = []
+        for slot in self._prefilling:
+            take = len(slot.prompt_ids) - slot.prefilled
+            if budget is not None:
+                if budget <= 0:
                     break
-                slot.prefilled += take
-                if slot.prefilled == len(slot.prompt_ids):
-                    self._prefilling.remove(slot)
-                    token = self._sample(logits.unsqueeze(0), [slot])[0]
-                    if not self._accept(slot, token, events):
-                        slot.state = "decoding"
-                        self.backend.join(slot.sequence)
-                        slot.sequence = None
-                        self._decoding.append(slot)
+                take = min(take, budget)
+                budget -= take
+            batch.append((slot, slot.prompt_ids[slot.prefilled:slot.prefilled + take]))
+        if not batch:
+            return
+        many = getattr(self.backend, "prefill_many", None)
+        if many is not None and len(batch) > 1:
+            try:
+                results = many([slot.sequence for slot, _ in batch], [chunk for _, chunk in batch])
+            except Exception as exc:  # noqa: BLE001 - these users fail, the others go on
+                results = [exc] * len(batch)
+        else:
+            results = []
+            for slot, chunk in batch:
+                try:
+                    results.append(self.backend.prefill(slot.sequence, chunk))
+                except Exception as exc:  # noqa: BLE001 - this user fails, the others go on
+                    results.append(exc)
+        for (slot, chunk), logits in zip(batch, results):
+            if isinstance(logits, Exception):
+                self._prefilling.remove(slot)
+                self._by_id.pop(slot.request_id, None)
+                events.append(TextEvent(slot.request_id, "error", {
+                    "status": 500, "message": f"prefill failed: {type(logits).__name__}: {logits}"}))
+                continue
+            slot.prefilled += len(chunk)
+            if slot.prefilled == len(slot.prompt_ids):
+                self._prefilling.remove(slot)
+                token = self._sample(logits.unsqueeze(0), [slot])[0]
+                if not self._accept(slot, token, events):
+                    slot.state = "decoding"
+                    self.backend.join(slot.sequence)
+                    slot.sequence = None
+                    self._decoding.append(slot)
 
     def _decode(self, events: list[TextEvent]) -> None:
         logits = self.backend.decode_step([slot.last_token for slot in self._decoding])

@@ -7,7 +7,10 @@ between two decode steps and a cancelled user leaves before the next one. The en
 
 Knobs (environment, read by ``TextSettings``):
     MAX_USER_SLOTS        users decoding at once (default 8); the worker's capacity
-    TEXT_BACKEND          ``hf`` (transformers on CPU) or ``mock`` (fake tokens, no model)
+    TEXT_BACKEND          ``llama`` (the loop's own forward on a static cache, Llama-family
+                          checkpoints: text_backend_llama), ``hf`` (the transformers forward, any
+                          decoder-only model), ``auto`` (default: llama when the checkpoint is one,
+                          else hf) or ``mock`` (fake tokens, no model)
     TEXT_MODEL_PATH       HF model directory (default: MODEL_WEIGHTS_PATH, else the packaged
                           SmolLM2-135M-Instruct under ~/.cache/tt-inference-server/models)
     TEXT_MODEL_ID         the name /v1/models shows and clients send (default SmolLM2-135M-Instruct)
@@ -28,6 +31,7 @@ The small-model server's chat names, mapped onto these (both names with differen
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, ClassVar
 
@@ -52,7 +56,7 @@ class TextSettings(BaseSettings):
                                       protected_namespaces=())
 
     max_user_slots: int = Field(8, ge=1, le=256, description="Users decoding at once")
-    text_backend: str = Field("hf", pattern="^(hf|mock)$", description="hf | mock")
+    text_backend: str = Field("auto", pattern="^(auto|llama|hf|mock)$", description="auto | llama | hf | mock")
     text_model_path: str = Field("", description="HF model directory")
     text_model_id: str = Field(DEFAULT_MODEL_ID, description="Served model name")
     text_prefill_chunk: int = Field(128, ge=1, le=65536)
@@ -95,6 +99,17 @@ class TextSettings(BaseSettings):
         return self.text_model_path or self.model_weights_path or default_model_path()
 
 
+def _is_llama(model_path: str) -> bool:
+    """Whether the checkpoint is one TEXT_BACKEND=llama implements (config.json, no model load)."""
+    from media_server.runners.text_backend_llama import supports
+
+    try:
+        with open(os.path.join(model_path, "config.json"), encoding="utf-8") as handle:
+            return supports(json.load(handle))
+    except (OSError, ValueError):
+        return False
+
+
 def _text_model_id() -> str:
     try:
         return TextSettings().text_model_id
@@ -120,7 +135,7 @@ class TextSlotsRunner(StreamingRunner):
             text = TextSettings()
         except Exception as exc:  # noqa: BLE001 - one line naming the variable
             raise RunnerUnavailable(f"text-slots: invalid settings: {exc}".replace("\n", " ")) from None
-        if text.text_backend == "hf":
+        if text.text_backend != "mock":
             path = text.model_path()
             if not os.path.isfile(os.path.join(path, "config.json")):
                 raise RunnerUnavailable(
@@ -139,10 +154,15 @@ class TextSlotsRunner(StreamingRunner):
 
             backend = MockSlotBackend(step_ms=text.text_mock_step_ms,
                                       prefill_ms_per_token=text.text_mock_prefill_ms_per_token)
-        else:
+        elif text.text_backend == "hf" or (text.text_backend == "auto" and not _is_llama(text.model_path())):
             from media_server.runners.text_backend_hf import HfSlotBackend
 
             backend = HfSlotBackend(text.model_path(), threads=text.text_torch_threads)
+        else:
+            from media_server.runners.text_backend_llama import LlamaSlotBackend
+
+            backend = LlamaSlotBackend(text.model_path(), threads=text.text_torch_threads,
+                                       max_rows=text.max_user_slots)
         if text.text_max_model_len:
             backend.max_model_len = min(backend.max_model_len, text.text_max_model_len)
         self.engine = SlotEngine(backend, max_slots=text.max_user_slots,
