@@ -46,6 +46,8 @@ ROWS: list[tuple[str, type, str]] = [
     ("Accuracy check", EvalRow, "decision"),
     ("95% interval", EvalRow, "ci95"),
     ("Target", EvalRow, "target"),
+    ("In-process [95% CI]", EvalRow, "in_process_ci95"),
+    ("Served vs in-process", EvalRow, "serving_decision"),
     ("Decision", Check, "decision"),
     ("Required", Check, "required"),
     ("Waived", Waived, "waiver_reason"),
