@@ -7,8 +7,10 @@ Run with the media-server venv (torch, transformers) from the repository root:
     .workflow_venvs/media-server/bin/python scripts/bench_text_slots_vs_generate.py \
         [--streams 8] [--tokens 64] [--rounds 3] [--threads 1] [--json out.json]
 
-Served side: a real media server (uvicorn + one worker, ``MODEL_RUNNER=text-slots``, the HF
-backend on SmolLM2-135M-Instruct) is started as a child; each round opens ``--streams``
+Served side: a real media server (uvicorn + one worker, ``MODEL_RUNNER=text-slots``, the
+server's default ``TEXT_BACKEND=auto``, i.e. the slot loop's own Llama forward on
+SmolLM2-135M-Instruct; ``--server-env TEXT_BACKEND=hf`` for the transformers forward) is
+started as a child; each round opens ``--streams``
 concurrent streaming /v1/completions requests of ``--tokens`` tokens (greedy, end of sequence
 ignored, each request its own prompt) from plain sockets; tokens/s = all completion tokens /
 the round's wall time (prefill included, measured outside the server). Direct side: the same
@@ -107,7 +109,7 @@ def main() -> int:
 
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MOCK_", "MODEL", "DEVICE"))}
-    env.update({"API_KEY": API_KEY, "ENVIRONMENT": "development", "LOG_LEVEL": "WARNING", "MODEL_RUNNER": "text-slots", "TEXT_BACKEND": "hf",
+    env.update({"API_KEY": API_KEY, "ENVIRONMENT": "development", "LOG_LEVEL": "WARNING", "MODEL_RUNNER": "text-slots", "TEXT_BACKEND": "auto",
                 "MAX_USER_SLOTS": str(max(8, ns.streams)), "MAX_QUEUE_SIZE": "128",
                 "CPU_THREADS_PER_WORKER": str(ns.threads), "TEXT_MODEL_PATH": model_dir, "PYTHONUNBUFFERED": "1",
                 **dict(item.split("=", 1) for item in ns.server_env)})
