@@ -69,7 +69,7 @@ def _num(value: float | None) -> str:
 def _comparison(record: ReportRecord) -> str:
     c = record.comparison
     if c is None:
-        return "no earlier run"
+        return "no baseline: no earlier run of it here passed or was inconclusive"
     counts = {d: sum(1 for m in c.metrics if m.decision == d)
               for d in ("regressed", "improved", "within_noise", "inconclusive")}
     text = ", ".join(f"{n} {d.replace('_', ' ')}" for d, n in counts.items() if n) or "no metric in common"
@@ -165,7 +165,8 @@ def render_markdown(tier: Tier, rows: list[SupportRow], host: str, interrupted: 
                                                           r.comparison, r.run_id, r.date)) + " |")
     lines += ["", "Verdict: PASS, FAIL or INCONCLUSIVE as the run's report decided it (FAIL with its first "
               "blockers); NOT RUN with the reason this host could not run the spec. Comparison: the report's "
-              "comparison with the previous run of the spec on this host (per-metric decisions).", ""]
+              "comparison with the last run of the spec on this host that ended with nothing failed (per-metric "
+              "decisions; inconclusive when the host was not equally busy in both runs).", ""]
     return "\n".join(lines)
 
 
