@@ -27,8 +27,8 @@ def test_every_offline_task_has_served_and_in_process_scores_for_every_mode():
 
 @pytest.mark.parametrize("task", OFFLINE, ids=lambda t: t.task_name)
 def test_in_process_scores_cover_exactly_the_items_each_mode_runs(task):
-    lines = sum(1 for line in (references.TASKS_DIR / f"{task.task_name.replace('chat', 'qa')}.jsonl")
-                .read_text().splitlines() if line.strip())
+    data = next(p for p in task_files(task.task_name) if p.suffix == ".jsonl")
+    lines = sum(1 for line in data.read_text().splitlines() if line.strip())
     for mode, score in DATA["models"][MODEL_NAME]["in_process"]["scores"][task.task_name].items():
         limit = task.limit_for(mode)
         assert score["limit"] == limit and score["samples"] == (limit or lines)
