@@ -28,14 +28,18 @@ TTFT and mean TPOT, and every media point both measured (same kind and concurren
 end-to-end latency of its successful requests (``MediaPoint.requests``). The baseline is found in
 the run history (``last``, a run id) or given as a run directory; its numbers are read from its own
 run directory, the source of truth. Which runs may be a baseline (never an unfinished one; ``last``
-never a failed one) is ``history.baseline``'s rule.
+never a failed one) is ``history.baseline``'s rule; ``last`` also takes only a run measured alike
+(``run_setup``: the same size mode and server kind, e.g. never a local ci run for a Docker smoke
+release), and a baseline named on purpose that was measured otherwise is compared with a note.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.intervals import bootstrap_ratio_of_means
+from contracts.workflow_args import parse_workflow_args
 from contracts.model_spec import ModelSpec
 from records.report import Comparison, ComparisonMetric, ReportRecord, TrendPoint
 from reports.distributions import request_values
@@ -70,6 +74,27 @@ class CompareSettings:
     on_regression: str = "fail"
     any_host: bool = False
     default: bool = False  # chosen by the release default, not by the user
+    setup: str = ""  # how this run measured (run_setup): `last` takes only a baseline measured alike
+
+
+def run_setup(cli_args: dict) -> str:
+    """How a run measured, from its cli_args.json: the size mode (smoke/ci/full: other points and
+    sample sizes) and the server (local, docker, external: another process tree, cgroup and image).
+    Two runs that differ here differ in more than the build, so ``last`` never pairs them."""
+    try:
+        mode = parse_workflow_args(cli_args.get("workflow_args") or "").get("mode", "ci")
+    except ValueError:
+        mode = "?"
+    server = ("docker" if cli_args.get("docker_server") else "external" if cli_args.get("server_url")
+              else "local")
+    return f"mode={mode}, {server} server"
+
+
+def _setup_of(run_dir: Path) -> str | None:
+    try:
+        return run_setup(json.loads((run_dir / "cli_args.json").read_text()))
+    except (OSError, ValueError):
+        return None
 
 
 def settings_from(cli_args: dict, workflow_args: dict, spec: ModelSpec, workflow: str | None) -> CompareSettings | None:
@@ -97,7 +122,7 @@ def settings_from(cli_args: dict, workflow_args: dict, spec: ModelSpec, workflow
     if policy not in POLICIES:
         raise CompareError(f"on_regression={policy!r} is not one of: {', '.join(POLICIES)}")
     any_host = str(workflow_args.get("compare_hosts", "same")) == "any"
-    return CompareSettings(str(requested), tolerance, policy, any_host, default)
+    return CompareSettings(str(requested), tolerance, policy, any_host, default, run_setup(cli_args))
 
 
 def decide(ci: list[float] | None, tolerance: float, higher_is_better: bool) -> str:
@@ -230,6 +255,9 @@ def baseline_from(settings: CompareSettings, record: ReportRecord, store,
                                     limit=LAST_CANDIDATES):
             path = Path(entry.run_dir)
             why = unusable_reason(path, explicit=False)
+            theirs = _setup_of(path)
+            if why is None and settings.setup and theirs != settings.setup:
+                why = f"measured otherwise ({theirs or 'no cli_args.json'}; this run: {settings.setup})"
             if why is None:
                 try:
                     baseline = _read_baseline(path)
@@ -286,6 +314,10 @@ def build_comparison(settings: CompareSettings, record: ReportRecord, run_dir: P
     if baseline.verdict.result not in ("PASS", "INCONCLUSIVE"):
         comparison.notes.append(f"the baseline's own verdict was {baseline.verdict.result} (named with --compare-to; "
                                 f"`last` never picks a run that failed)")
+    theirs = _setup_of(baseline_dir)
+    if settings.setup and theirs and theirs != settings.setup:
+        comparison.notes.append(f"the runs measured otherwise (baseline: {theirs}; this run: {settings.setup}; "
+                                f"named with --compare-to): the ratios include that difference")
     if not same:
         comparison.notes.append("the hosts differ (" + "; ".join(comparison.host_differences) + "): the ratios "
                                 "include the host difference")

@@ -1,6 +1,7 @@
 """The comparison with a baseline run, decided on the ratio's interval, and gated by the one judge."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -112,6 +113,33 @@ def test_another_host_is_compared_only_when_asked_and_said(tmp_path) -> None:
         c = build_comparison(settings, record, other, *found, store)
         assert not c.same_host and any("cores" in d for d in c.host_differences)
         assert any("hosts differ" in n for n in c.notes)
+
+
+def test_last_takes_only_a_baseline_measured_alike(tmp_path) -> None:
+    """A Docker smoke release is never compared with a local ci run of the same spec (other points,
+    sample sizes and process tree); named on purpose it is, with a note."""
+    from reports.comparison import run_setup
+
+    base = _run(tmp_path, "base", 1.0, "run-base", "2026-01-10T00:00:00+00:00")
+    smoke = _run(tmp_path, "smoke", 1.0, "run-smoke", "2026-01-11T00:00:00+00:00")
+    cli = {"model": "SmolLM2-135M-Instruct", "docker_server": True, "workflow_args": "mode=smoke on_regression=warn"}
+    (smoke / "cli_args.json").write_text(json.dumps(cli))
+    assert run_setup(cli) == "mode=smoke, docker server"
+    assert run_setup({"local_server": True}) == "mode=ci, local server"
+    assert run_setup({"server_url": "http://h:1", "workflow_args": "mode=full"}) == "mode=full, external server"
+    with open_store(f"sqlite:///{tmp_path / 'h.sqlite3'}") as store:
+        store.index(build_report(base), base)
+        record = build_report(smoke)
+        settings = settings_from(cli, {}, model_spec(), "release")
+        skipped: list[str] = []
+        assert settings.setup == "mode=smoke, docker server"
+        assert baseline_from(settings, record, store, skipped) is None
+        assert skipped and "measured otherwise (mode=ci, local server" in skipped[0]
+        alike = settings_from({"local_server": True}, {}, model_spec(), "release")
+        assert baseline_from(alike, build_report(smoke), store) is not None   # same setup: found
+        named = dataclasses.replace(settings, requested=str(base))
+        c = build_comparison(named, record, smoke, *baseline_from(named, record, store), store)
+        assert any("measured otherwise" in n for n in c.notes)
 
 
 def test_settings_and_bad_baselines(tmp_path) -> None:
