@@ -78,7 +78,8 @@ def test_int8_backend_keeps_the_fp32_vectors_and_is_the_same_alone_or_batched():
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["backend"] == "onnx-int8"  # auto, for a Transformer + mean Pooling + Normalize directory
     assert report["cosine_min"] >= 0.99, report
-    assert report["batch_invariant"] == 0.0  # each text runs alone: its batch-mates never change it
+    # per-token int8 scales: a batch-mate or padding moves a vector by float rounding at most
+    assert report["batch_invariant"] < 1e-5, report
     assert report["tokens"] == report["st_tokens"]
     assert all(abs(norm - 1.0) < 1e-4 for norm in report["norms"])
     assert report["auto_odd"] == "torch"
