@@ -126,6 +126,40 @@ def test_full_window_is_split_into_length_sorted_batches():
     assert elapsed < 10.0  # full batches go out at once, without waiting for the 20 s window
 
 
+def test_a_window_ending_while_a_batch_runs_waits_for_it_and_goes_out_as_one_batch():
+    async def run():
+        # A 1 ms window and a 200 ms batch: texts arriving while the first batch runs would go out
+        # every few milliseconds in small batches; held, they leave as one batch when it returns.
+        batcher, encoder = _batcher(BatchingConfig(enabled=True, window_ms=1, max_size=64, max_inflight=1),
+                                    delay=0.2)
+        first = asyncio.create_task(batcher.embed("m", ["first"]))
+        await asyncio.sleep(0.02)
+        later = []
+        for index in range(5):
+            later.append(asyncio.create_task(batcher.embed("m", [f"later {index}"])))
+            await asyncio.sleep(0.01)
+        await asyncio.gather(first, *later)
+        return encoder
+
+    encoder = asyncio.run(run())
+    assert encoder.batches[0] == ["first"]
+    assert len(encoder.batches) == 2 and sorted(encoder.batches[1]) == [f"later {i}" for i in range(5)]
+    with pytest.raises(ValueError, match="BATCH_MAX_INFLIGHT"):
+        BatchingConfig(max_inflight=0)
+
+
+def test_padded_groups_batch_equal_lengths_and_split_where_padding_costs_more_than_a_call():
+    from media_server.embeddings.onnx_backend import BATCH_TOKENS, padded_groups
+
+    assert padded_groups([]) == []
+    assert padded_groups([12] * 32) == [(0, 32)]  # no padding: one call
+    assert padded_groups([9, 9, 10, 12, 20, 21, 22, 30, 40]) == [(0, 4), (4, 7), (7, 8), (8, 9)]
+    groups = padded_groups([100] * 100)
+    assert all((end - start) * 100 <= BATCH_TOKENS for start, end in groups)  # a call's padded tokens are bounded
+    assert groups[0][0] == 0 and groups[-1][1] == 100
+    assert all(a[1] == b[0] for a, b in zip(groups, groups[1:]))  # contiguous, every text once
+
+
 def test_without_batching_each_request_goes_alone():
     async def run():
         batcher, encoder = _batcher(BatchingConfig(enabled=False, max_size=2))

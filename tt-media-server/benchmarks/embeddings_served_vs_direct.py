@@ -15,7 +15,8 @@ weaker side).
     cosine = served vector . direct fp32 vector        (goal: >= 0.99, min over every text)
 
 Also printed per round: the server tree's CPU core-seconds per 1k texts (/proc; contracts/cpu_cost.py)
-and energy where RAPL exists. `--rounds` rounds (default 3); the median ratio and its spread.
+and energy where RAPL exists, and the texts per micro-batch the server sent to its worker (its
+Prometheus embedding_batch_texts). `--rounds` rounds (default 3); the median ratio and its spread.
 
     cd tt-media-server && ../.workflow_venvs/media-server/bin/python benchmarks/embeddings_served_vs_direct.py \\
         [--backend auto|torch|onnx|onnx-int8] [--texts 1024] [--concurrency 32] [--rounds 3] [--json out.json]
@@ -128,6 +129,21 @@ async def drive(port: int, texts: list[str], concurrency: int, timeout_s: float)
     return time.perf_counter() - started, vectors, failures
 
 
+async def batch_counters(port: int) -> tuple[float, float]:
+    """(micro-batches, texts in them) so far, from the server's Prometheus embedding_batch_texts."""
+    connection = await Connection.open(port)
+    try:
+        status, body = await asyncio.wait_for(connection.request("GET", "/metrics", None), 30)
+    finally:
+        connection.close()
+    totals = {"count": 0.0, "sum": 0.0}
+    for line in body.decode().splitlines() if status == 200 else []:
+        for part in totals:
+            if line.startswith(f"embedding_batch_texts_{part}{{"):
+                totals[part] += float(line.rsplit(" ", 1)[1])
+    return totals["count"], totals["sum"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="auto", help="EMBEDDING_BACKEND of the served model")
@@ -164,9 +180,12 @@ def main() -> int:
             texts = sentences(args.texts, round_index * 1_000_000)
             probe = CostProbe(pid=server.process.pid).start()
             main_before = process_cpu_seconds(server.process.pid)
+            batches_before = asyncio.run(batch_counters(server.port))
             wall, served, failures = asyncio.run(drive(server.port, texts, args.concurrency, 300))
             main_seconds = process_cpu_seconds(server.process.pid) - main_before
             cost = probe.stop()
+            batches, batch_texts = (after - before for after, before in
+                                    zip(asyncio.run(batch_counters(server.port)), batches_before))
             direct_walls = {}
             direct_cpu = {}
             for threads in (default_threads, 1):
@@ -185,6 +204,7 @@ def main() -> int:
                    "server_texts_per_s": round(len(served) / wall, 1),
                    "direct_texts_per_s": round(len(texts) / direct_wall, 1),
                    "direct_torch_threads": direct_threads,
+                   "texts_per_micro_batch": round(batch_texts / batches, 1) if batches else None,
                    "direct_texts_per_s_by_threads": {str(t): round(len(texts) / w, 1) for t, w in direct_walls.items()},
                    "cosine_min": round(float(cosines.min()), 5) if len(cosines) else None,
                    "cosine_mean": round(float(cosines.mean()), 5) if len(cosines) else None,
@@ -201,7 +221,7 @@ def main() -> int:
                   f"(c{args.concurrency}, one text per request, {failures} failed), direct "
                   f"sentence-transformers batch {args.direct_batch} {row['direct_texts_per_s']} texts/s "
                   f"(torch threads: texts/s {row['direct_texts_per_s_by_threads']}), "
-                  f"ratio {row['ratio']:.2f}x; cosine to fp32 min {row['cosine_min']} mean {row['cosine_mean']}; "
+                  f"ratio {row['ratio']:.2f}x; {row['texts_per_micro_batch']} texts per micro-batch; cosine to fp32 min {row['cosine_min']} mean {row['cosine_mean']}; "
                   f"server {row['server_core_seconds_per_1k_texts']} core-s per 1k texts (API process "
                   f"{row['api_process_core_seconds_per_1k_texts']}, the rest the worker; direct "
                   f"{row['direct_core_seconds_per_1k_texts']}); energy "

@@ -5,7 +5,11 @@ concurrent requests meet in one model call. Each request's texts are first answe
 texts another request is already waiting for join that request's computation (no second
 forward pass); the rest wait at most `window_ms` for company, are sorted by length (so a batch
 pads to similar lengths) and go to a worker in batches of at most
-`max_size`. With batching off, each request's own distinct texts go out at once, still sorted
+`max_size`. While `max_inflight` batches of the model are already at the workers, a window that
+ends keeps collecting until one of them returns (or `max_size` texts wait): under concurrency the
+requests answered by one batch come back spread over the time the API process takes to answer
+them, longer than the window, and without this hold the next batches would go out a few texts
+each, paying the model's per-call cost per few texts while the worker is busy anyway. With batching off, each request's own distinct texts go out at once, still sorted
 and split, still de-duplicated.
 
 Counting rule, per input text: a text answered without its own forward pass (LRU hit, duplicate
@@ -26,17 +30,20 @@ EncodeBatch = Callable[[str, list[str]], Awaitable[list[Embedding]]]
 
 @dataclass(frozen=True)
 class BatchingConfig:
-    """ENABLE_BATCHING, BATCH_WINDOW_MS and BATCH_WINDOW_MAX_SIZE."""
+    """ENABLE_BATCHING, BATCH_WINDOW_MS, BATCH_WINDOW_MAX_SIZE and BATCH_MAX_INFLIGHT."""
 
     enabled: bool = True
     window_ms: float = 5.0
     max_size: int = 32
+    max_inflight: int = 1  # batches of one model at the workers before a window's end waits for one back
 
     def __post_init__(self) -> None:
         if self.window_ms < 0:
             raise ValueError(f"BATCH_WINDOW_MS must be >= 0, got {self.window_ms}")
         if self.max_size < 1:
             raise ValueError(f"BATCH_WINDOW_MAX_SIZE must be >= 1, got {self.max_size}")
+        if self.max_inflight < 1:
+            raise ValueError(f"BATCH_MAX_INFLIGHT must be >= 1, got {self.max_inflight}")
 
 
 def length_sorted_batches(texts: list[str], max_size: int) -> list[list[str]]:
@@ -56,6 +63,8 @@ class EmbeddingBatcher:
         self._pending: dict[str, list[str]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._running: dict[str, int] = {}  # batches of a model sent and not yet answered
+        self._held: set[str] = set()  # models whose window ended while max_inflight batches ran
         self.batches_sent = 0
         self.texts_sent = 0
 
@@ -92,11 +101,19 @@ class EmbeddingBatcher:
         pending.extend(texts)
         if len(pending) >= self.config.max_size or self.config.window_ms == 0:
             self._flush(model)
-        elif model not in self._timers:
+        elif model not in self._timers and model not in self._held:
             loop = asyncio.get_running_loop()
-            self._timers[model] = loop.call_later(self.config.window_ms / 1000.0, self._flush, model)
+            self._timers[model] = loop.call_later(self.config.window_ms / 1000.0, self._window_ended, model)
+
+    def _window_ended(self, model: str) -> None:
+        self._timers.pop(model, None)
+        if self._running.get(model, 0) >= self.config.max_inflight:
+            self._held.add(model)  # flushed when a running batch returns (_run_batch)
+        else:
+            self._flush(model)
 
     def _flush(self, model: str) -> None:
+        self._held.discard(model)
         timer = self._timers.pop(model, None)
         if timer is not None:
             timer.cancel()
@@ -113,6 +130,7 @@ class EmbeddingBatcher:
     async def _run_batch(self, model: str, batch: list[str]) -> None:
         self.batches_sent += 1
         self.texts_sent += len(batch)
+        self._running[model] = self._running.get(model, 0) + 1
         try:
             embeddings = await self._encode(model, batch)
             if len(embeddings) != len(batch):
@@ -125,6 +143,10 @@ class EmbeddingBatcher:
             if not isinstance(error, Exception):
                 raise
             return
+        finally:
+            self._running[model] -= 1
+            if model in self._held:
+                self._flush(model)
         for text, embedding in zip(batch, embeddings):
             self.cache.store(model, text, embedding)
             future = self._inflight.pop((model, text), None)
@@ -135,6 +157,7 @@ class EmbeddingBatcher:
         """Cancel pending windows and running batches (server shutdown)."""
         for model in list(self._timers):
             self._timers.pop(model).cancel()
+        self._held.clear()
         for model, texts in list(self._pending.items()):
             for text in texts:
                 future = self._inflight.pop((model, text), None)
