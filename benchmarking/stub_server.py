@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 
 from benchmarking.fake_answers import CHUNKED_END, frame, framed_stream, sse_event
+from contracts.intervals import percentile
 
 
 @dataclass
@@ -92,7 +93,7 @@ class StubState:
         lat = sorted(self.lateness)
 
         def pct(p: float) -> float:
-            return lat[min(len(lat) - 1, int(p / 100.0 * len(lat)))] * 1e6 if lat else 0.0
+            return percentile(lat, p) * 1e6 if lat else 0.0
         return {"requests": self.requests, "cpu_s": time.process_time(),
                 "lateness_us": {"count": len(lat), "p50": pct(50), "p99": pct(99), "max": lat[-1] * 1e6 if lat else 0.0}}
 

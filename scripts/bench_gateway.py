@@ -26,6 +26,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # the repository: contracts/
 
+from contracts.intervals import percentile  # noqa: E402
 from contracts.retry import GaveUp, NotYet, retry  # noqa: E402
 
 MEDIA_PYTHON = os.path.join(ROOT, ".workflow_venvs", "media-server", "bin", "python")
@@ -114,7 +115,7 @@ def main() -> int:
         for process in processes:
             process.terminate()
             process.wait(10)
-    ms = lambda values, q: round(statistics.quantiles(values, n=100)[q - 1] * 1000, 3)  # noqa: E731
+    ms = lambda values, q: round(percentile(values, q) * 1000, 3)  # noqa: E731
     report = {"requests": ns.requests, "load_avg": os.getloadavg(),
               "direct_ttfb_ms": {"p50": ms(direct, 50), "p90": ms(direct, 90), "p99": ms(direct, 99)},
               "gateway_ttfb_ms": {"p50": ms(through, 50), "p90": ms(through, 90), "p99": ms(through, 99)},

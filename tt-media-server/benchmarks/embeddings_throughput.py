@@ -42,6 +42,7 @@ SERVER_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SERVER_DIR))
 sys.path.insert(0, str(SERVER_DIR.parent))  # the repo root: contracts/
 
+from contracts.intervals import percentile  # noqa: E402
 from contracts.retry import GaveUp, wait_http_ok  # noqa: E402
 
 MODEL = "all-MiniLM-L6-v2"
@@ -58,11 +59,6 @@ def sentences(count: int, offset: int) -> list[str]:
     """Distinct sentences of mixed length (a number makes each one unique)."""
     return [f"{offset + i} {_PHRASES[i % len(_PHRASES)]} {_PHRASES[(i * 7 + 3) % len(_PHRASES)]}"
             for i in range(count)]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
 
 
 @dataclass

@@ -31,7 +31,8 @@ SERVER_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SERVER_DIR))
 sys.path.insert(0, str(SERVER_DIR.parent))
 
-from benchmarks.embeddings_throughput import MODEL, Server, drive, percentile, sentences  # noqa: E402
+from benchmarks.embeddings_throughput import MODEL, Server, drive, sentences  # noqa: E402
+from contracts.intervals import percentile  # noqa: E402
 from media_server.embeddings.rerank import cosine_scores  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 
 Why one interface: two backends answer the same question. The offline default
 (``diarize_embeddings.EmbeddingDiarizer``: a voice encoder whose weights ship in a wheel, plus
-agglomerative clustering) runs anywhere; pyannote's pipeline (``diarize_pyannote``) runs where a
+k-means clustering) runs anywhere; pyannote's pipeline (``diarize_pyannote``) runs where a
 user has it (``HF_TOKEN`` and the Hub, or a local pipeline directory). Both take the decoded
 samples and the VAD's speech regions and return ``SpeakerTurn``s; everything after that (labelling
 the transcript's segments, split at speaker changes by their word timings) is shared and pure, and

@@ -14,7 +14,7 @@ speech regions come from the Silero VAD. Steps:
 4. turns are the runs, labelled A, B, ... in order of first appearance.
 
 Overlapped speech gets one speaker (the one the window hears most). Cost grows linearly with the
-speech duration (the LSTM runs over every window once); ``scripts/bench_diarization.py`` measures
+speech duration (the LSTM runs over every window once); ``scripts/bench_speech_preprocessing.py`` measures
 the real-time factor.
 """
 
@@ -42,7 +42,7 @@ BATCH_WINDOWS = 64
 
 
 class EmbeddingDiarizer:
-    """Resemblyzer embeddings + agglomerative clustering; thread-safe (one diarization at a time)."""
+    """Resemblyzer embeddings + k-means clustering; thread-safe (one diarization at a time)."""
 
     name = "embeddings"
 
