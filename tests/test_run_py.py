@@ -109,6 +109,11 @@ def test_cpu_release_smoke(tmp_path) -> None:
     verdict = report["verdict"]["result"]
     assert result.returncode == (0 if verdict == "PASS" else 3), output[-3000:]
     assert (out / "server.log").stat().st_size > 0
+    # The report was rendered once more after the run ended: its final status and end time, every step's outcome.
+    markdown = (out / "reports" / "report.md").read_text()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert f"| Run status | {manifest['status']} |" in markdown, markdown[-3000:]
+    assert manifest["status"] != "running" and "| Ended | n/a |" not in markdown
     # Rebuild the reports from the files alone; the verdict is the same.
     (out / "reports" / "report.json").unlink()
     rebuilt = run_py("--workflow", "reports", "--output-dir", str(out), timeout=300)
