@@ -26,6 +26,7 @@ def _r(value: float | None, digits: int = 3) -> float | None:
 def run_point(run: ClientRun, workload: Workload, concurrency: int, num_requests: int, source: str) -> MediaPoint:
     """Send ``num_requests`` with ``concurrency`` threads; stop dispatching when ``run.stop`` is set."""
     sent: list[Sent] = []
+    send_times: list[float] = []  # of sent[i], on time.perf_counter
     lock = threading.Lock()
     counter = iter(range(num_requests))
 
@@ -35,9 +36,11 @@ def run_point(run: ClientRun, workload: Workload, concurrency: int, num_requests
                 index = next(counter, None)
             if index is None:
                 return
+            at = time.perf_counter()  # the server-state sampler's clock: the report lines both up
             result = workload.send(run.http, run.served_model_name, index)
             with lock:
                 sent.append(result)
+                send_times.append(at)
 
     probe, watched = probe_for_run(run.run_dir)
     probe.start()
@@ -71,7 +74,8 @@ def run_point(run: ClientRun, workload: Workload, concurrency: int, num_requests
         latency_p99_ms=_r(percentile(latencies, 99)), figures=figures,
         first_error=failed[0].error if failed else None,
         requests=[{"request_id": s.answer.request_id, "ms": round(s.answer.elapsed_s * 1000, 3),
-                   "status": s.answer.status, "error_class": s.error_class} for s in sent],
+                   "status": s.answer.status, "error_class": s.error_class, "send_time_s": round(at, 6)}
+                  for s, at in zip(sent, send_times)],
         interrupted="signal" if run.stop.is_set() and not_sent else None,
         work_units=_r(units), cost_unit="audio_s" if audio else "item",
         server_core_seconds=_r(cost.core_seconds), core_seconds_per_unit=_r(cost.per(units), 6),

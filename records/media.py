@@ -89,7 +89,9 @@ class MediaPoint(TypedRecord):
     first_error: str | None = described("The first failure's message, for the report.", None)
     requests: list = described("Every sent request in completion order: request_id (the X-Request-ID the server "
                                "logs on each line of that request), ms (end-to-end latency), status (HTTP status, "
-                               "null when none came), error_class (null when it succeeded).", factory=list)
+                               "null when none came), error_class (null when it succeeded), send_time_s (when it "
+                               "was sent: the client's time.perf_counter, the clock of server_state.origin_perf_s).",
+                               factory=list)
     interrupted: str | None = described("Signal that stopped the point early, if any.", None)
     server_state: dict | None = described(
         "The server's /metrics sampled about once a second during the point (contracts/server_state.py): "
