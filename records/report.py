@@ -266,6 +266,10 @@ class MediaRow(TypedRecord):
     joules_per_unit: float | None = described("Host energy (RAPL) per unit of work; null where n/a (cost_note).",
                                               None)
     cost_note: str = described("What the cost figures measured, or why they are n/a.", "")
+    timeline: PointTimeline | None = described(
+        "The point over its own seconds: each request's end-to-end latency at the second it was sent, above the "
+        "media server's sampled queue depth and batch sizes (records.bench_timeline); null for a point "
+        "without send times or samples.", None, record=PointTimeline)
 
 
 @dataclass
@@ -331,6 +335,10 @@ class Section(TypedRecord):
     items: list[SectionItem] = described("The section's records.", factory=list, record_list=SectionItem)
     tables: list[SectionTable] = described("Detail tables built from the section's typed records "
                                            "(reports/section_tables.py).", factory=list, record_list=SectionTable)
+    timelines: list[PointTimeline] = described(
+        "Stress tests: each load point over its own seconds, the client's per-request latency above the server's "
+        "sampled state (records.bench_timeline); empty for a section without them.", factory=list,
+        record_list=PointTimeline)
 
 
 @dataclass

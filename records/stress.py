@@ -62,7 +62,8 @@ class StressPointRecord(TypedRecord):
     """One stress load point and its judgement."""
 
     name: str = described("mode, lengths, concurrency and count (or duration) of the point")
-    mode: str = described("single, multiple, custom or endurance")
+    mode: str = described("single, multiple, custom, endurance, or workload (a benchmarks workload run as a stress "
+                          "point: stress_tests/workload.py)")
     kind: str = described("text (LLM requests) or the media kind: speech, embedding, cnn, image", "text")
     isl: int = described("input tokens per request (after the context limit)", 0)
     osl: int = described("output tokens per request, forced with ignore_eos + min_tokens", 0)
@@ -104,6 +105,10 @@ class StressPointRecord(TypedRecord):
         "t_s since the load started, the request rows' clock minus origin_perf_s; running, waiting, "
         "kv_cache_usage_pct, prefix_cache_hit_rate, queue_depth, mean_batch_size as exposed); null without /metrics",
         None)
+    workload: dict | None = described(
+        "mode workload: the workload's own figures, as a benchmarks point records them (BenchPoint.workload: "
+        "kind trace, multi_turn or shared_prefix; lateness, TTFT per turn, prefix-cache hit rate ...); "
+        "null for the other modes", None)
 
 
 @dataclass

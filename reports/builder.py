@@ -24,7 +24,7 @@ from records.stress import CapacityRecord, StressRecord
 from reports.distributions import from_metrics, from_requests, request_values
 from reports.media_section import is_media_reference, read_media
 from reports.section_tables import conformance_tables, stress_tables
-from reports.timelines import point_timeline
+from reports.timelines import point_timeline, stress_timelines
 from records.report import (
     TIERS,
     BenchmarkRow,
@@ -478,8 +478,10 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
 
     tests = Section(ran=judged["tests"], items=test_items, tables=conformance_tables(test_records.get("tests_record.json")),
                     note=None if judged["tests"] else "not run")
-    stress = Section(ran=judged["stress_tests"], items=stress_items, tables=stress_tables(stress_records.get("stress_record.json"),
-                                                                      stress_records.get("capacity_record.json")),
+    stress_record = stress_records.get("stress_record.json")
+    stress = Section(ran=judged["stress_tests"], items=stress_items,
+                     tables=stress_tables(stress_record, stress_records.get("capacity_record.json")),
+                     timelines=stress_timelines(stress_record, lambda rel: _inside(run_dir, rel)),
                      note=None if judged["stress_tests"] else "not run")
     record = ReportRecord(
         metadata=_metadata(manifest, spec, cli_args, steps),

@@ -1,7 +1,8 @@
 """``report.html``: a self-contained page (inline CSS and SVG, no scripts, no network).
 
 The page is rendered from ``templates/report.html.j2`` with autoescaping on; the only
-pre-rendered HTML handed to the template is the SVG built by ``plots`` (marked safe there).
+pre-rendered HTML handed to the template is the SVG built by ``plots`` and ``timeline_plots`` (marked
+safe there).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from reports import comparison_views, plots, views
 from reports import timeline_plots
 from reports.legend import legend
 from reports.media_views import media_tables, target_lines
+from records.bench_timeline import PointTimeline
 from records.report import ReportRecord
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -38,6 +40,14 @@ def _table(columns, rows) -> dict:
             "rows": [[(c, _cls(c)) for c in views.cells(columns, r)] for r in rows]}
 
 
+def _timeline_view(t: PointTimeline) -> dict:
+    """One point's timeline as the template shows it (benchmark, media and stress points alike)."""
+    return {"name": t.name, "lines": t.lines,
+            "state": Markup(timeline_plots.server_state_timeline(t.name, t.requests,
+                                                                 {"t_s": t.state_t_s, "series": t.state_series})),
+            "rates": Markup(timeline_plots.offered_vs_achieved(t.name, t.rates)) if t.rates else None}
+
+
 def render_html(record: ReportRecord) -> str:
     m = record.metadata
     not_run = {s.section: s.reason for s in record.sections_not_run}
@@ -53,7 +63,9 @@ def render_html(record: ReportRecord) -> str:
         "media": [{"kind": t.kind, "title": t.title,
                    "table": {"headers": t.headers, "rows": [[(c, _cls(c)) for c in row] for row in t.rows]},
                    "targets": [line for line in target_lines(record) if line.startswith(f"{t.kind}_")],
-                   "plot": Markup(plots.media_latency_plot(record.media, t.kind))}
+                   "plot": Markup(plots.media_latency_plot(record.media, t.kind)),
+                   "timelines": [_timeline_view(m.timeline) for m in record.media
+                                 if m.kind == t.kind and m.timeline is not None]}
                   for t in media_tables(record)],
         "sections": [("Tests", record.tests, not_run.get("tests")),
                      ("Stress tests", record.stress_tests, not_run.get("stress_tests"))],
@@ -68,12 +80,8 @@ def render_html(record: ReportRecord) -> str:
         "check": views.check,
         "series_plot": lambda t: Markup(plots.endurance_plots(t.series, t.title.split(":")[0])),
         "num": views.num,
-        "timelines": [{"name": t.name, "lines": t.lines,
-                       "state": Markup(timeline_plots.server_state_timeline(t.name, t.requests,
-                                                                            {"t_s": t.state_t_s,
-                                                                             "series": t.state_series})),
-                       "rates": Markup(timeline_plots.offered_vs_achieved(t.name, t.rates)) if t.rates else None}
-                      for t in (row.timeline for row in record.benchmarks) if t is not None],
+        "timelines": [_timeline_view(row.timeline) for row in record.benchmarks if row.timeline is not None],
+        "timeline_view": _timeline_view,
         "legend": legend(),
         "plots": {
             "throughput": Markup(plots.throughput_vs_latency(record.benchmarks)),

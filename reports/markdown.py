@@ -35,6 +35,8 @@ def _section_items(title: str, name: str, section: Section, record: ReportRecord
                   [[i.name, i.status or "n/a", views.check(i.passed), i.detail or "",
                     i.record_file or ""] for i in section.items]), ""]
     out += markdown_lines(section.tables, table)
+    for t in (t for t in section.timelines if t.lines):  # a workload's figures in words (plots: HTML only)
+        out += [f"Workload of {t.name}:", ""] + [f"- {line}" for line in t.lines] + [""]
     return out
 
 

@@ -15,6 +15,7 @@ from contracts.typed_record import RecordError
 from records import judge
 from records.media import MEDIA_KINDS, MediaPoint
 from records.report import TIERS, MediaRow
+from reports.timelines import media_timeline
 
 POINT_GLOB = "media_point_*.json"
 
@@ -46,7 +47,8 @@ def _row(run_dir: Path, path: Path, point: MediaPoint) -> MediaRow:
                     figures=dict(point.figures), params=dict(point.params), source=point.source,
                     record_file=path.relative_to(run_dir).as_posix(),
                     core_seconds_per_unit=point.core_seconds_per_unit, cost_unit=point.cost_unit,
-                    joules_per_unit=point.joules_per_unit, cost_note=point.cost_note)
+                    joules_per_unit=point.joules_per_unit, cost_note=point.cost_note,
+                    timeline=media_timeline(media_key(point.kind, point.max_concurrency), point))
 
 
 def read_media(run_dir: Path, spec: ModelSpec, problems: list[str], max_error_rate: float) -> list[MediaRow]:

@@ -73,7 +73,8 @@ def server_state_timeline(name: str, requests: list[tuple[float, float | None, f
                           state: dict | None) -> str:
     """Client latency per request (TTFT and end-to-end, ms, at the second the request left) above
     the server's sampled state, over seconds since the point started. ``requests``: (t_s, ttft_ms,
-    e2el_ms); ``state``: {"t_s": [...], "series": {name: [...]}} (t_s on the same origin)."""
+    e2el_ms); ``state``: {"t_s": [...], "series": {name: [...]}} (t_s on the same origin). The one
+    renderer of every point kind's timeline: benchmark, media benchmark and stress load points."""
     kind, title = "server-state", f"{name}: client latency over server state"
     series = (state or {}).get("series") or {}
     times = (state or {}).get("t_s") or []
@@ -85,8 +86,9 @@ def server_state_timeline(name: str, requests: list[tuple[float, float | None, f
     t_end = max([t for t, _, _ in requests] + list(times) + [1.0])
     xt = nice_ticks(0.0, t_end, 6)
     xr = (xt[0], xt[-1])
-    panels = [("latency (ms)", [("TTFT", [(t, v) for t, v, _ in requests]),
-                                ("end-to-end", [(t, v) for t, _, v in requests])], True)]
+    latency = [("TTFT", [(t, v) for t, v, _ in requests]), ("end-to-end", [(t, v) for t, _, v in requests])]
+    # a series with no value at all is left out (a media answer comes whole: it has no TTFT of its own)
+    panels = [("latency (ms)", [s for s in latency if any(v is not None for _, v in s[1])] or latency, True)]
     for unit, names in STATE_PANELS:
         present = [(LABELS.get(n, n), list(zip(times, series[n]))) for n in names if n in series]
         if present:
