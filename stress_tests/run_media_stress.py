@@ -25,6 +25,9 @@ comes whole). Where the search starts (half the unloaded rate) and how high it m
 concurrency x the unloaded rate) always come from those measured requests. Over-saturation stops a point in closed and open loop alike (``stress_tests/saturation.py``),
 except endurance, which runs its whole length (its drift checks judge a rising latency).
 
+During every load point the media server's /metrics is sampled about once a second (queue depth,
+batch sizes: ``contracts/server_state.py``, as for LLM points) into the point's ``server_state``.
+
 Writes RUN_DIR/stress_tests/stress_record.json, capacity_record.json, a per-request JSONL per point
 and outputs.json, rewritten as it goes. Exit 0 when nothing failed (an undecided drift check is
 shown as inconclusive, for the release verdict to weigh), 1 when a record failed, 2 on bad input.
@@ -135,6 +138,7 @@ class MediaContext(Budget):
 
 
 def run_media_points(ctx: MediaContext, points: list[MediaStressPoint], memory):
+    from contracts.server_state import ServerStateSampler
     from records.stress import StressPointRecord, StressRecord
     from stress_tests.driver import Load
     from stress_tests.judge import point_record
@@ -159,9 +163,15 @@ def run_media_points(ctx: MediaContext, points: list[MediaStressPoint], memory):
         detector = (SaturationDetector(window_s=max(10.0, 4 * a.window_s), closed_loop=True)
                     if a.saturation and p.mode != "endurance" else None)
         started = _now()
-        run = ctx.drive(Load(p.concurrency, p.num_prompts or None, p.duration_s), p.name, detector,
-                        memory.read if p.duration_s else None)
+        # the media server's queue depth and batch sizes over the same seconds, as for LLM points
+        sampler = ServerStateSampler(ctx.run.http.base_url, ctx.run.http.api_key).start()
+        try:
+            run = ctx.drive(Load(p.concurrency, p.num_prompts or None, p.duration_s), p.name, detector,
+                            memory.read if p.duration_s else None)
+        finally:
+            state = sampler.stop()
         rec = point_record(p.name, p.mode, p, run, a, started, memory.kind, memory.what, kind=p.kind)
+        rec.server_state = state
         rec.requests_file = ctx.write_requests(p.name, run.records)
         keep_point(ctx, record, rec, t0)
     return record

@@ -57,9 +57,10 @@ def _spec(tmp_path: Path) -> Path:
                                  "targets": {}}]})
 
 
-def _client(script: str, base: str, tmp_path: Path, args: dict | None = None) -> subprocess.CompletedProcess:
+def _client(script: str, base: str, tmp_path: Path, args: dict | None = None,
+            package: str = "media_clients") -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": KEY, "TT_SERVED_MODEL_NAME": "tiny-cnn"}
-    return subprocess.run([str(CLIENT_PYTHON), str(REPO / "media_clients" / script), "--run-dir", str(tmp_path),
+    return subprocess.run([str(CLIENT_PYTHON), str(REPO / package / script), "--run-dir", str(tmp_path),
                            "--model-spec-json", str(_spec(tmp_path)), "--server-url", base,
                            "--workflow-args-json", json.dumps(args or {"mode": "smoke"})],
                           capture_output=True, text=True, timeout=300, env=env)
@@ -101,6 +102,19 @@ def test_readiness_then_clients_write_their_records(mock_cnn_server, tmp_path):
     assert evals.returncode == 1, evals.stdout + evals.stderr
     eval_record = json.loads((tmp_path / "evals" / "photo_top5" / "eval_record.json").read_text())
     assert (eval_record["status"], eval_record["value"], eval_record["samples"]) == ("failed", 0.0, 2)
+
+
+def test_media_stress_samples_the_server_state_beside_each_load_point(mock_cnn_server, tmp_path):
+    base, _, _ = mock_cnn_server
+    done = _client("run_media_stress.py", base, tmp_path, {"mode": "smoke", "run_mode": "single",
+                                                             "max_concurrent": "2", "num_prompts": "6"},
+                   package="stress_tests")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (point,) = json.loads((tmp_path / "stress_tests" / "stress_record.json").read_text())["points"]
+    assert (point["kind"], point["completed"]) == ("cnn", 6)
+    # the media server's queue over the same seconds, on the clock of the point's request rows
+    state = point["server_state"]
+    assert state["samples"] >= 1 and "queue_depth" in state["series"] and state["origin_perf_s"] > 0, state
 
 
 def test_a_wrong_key_fails_every_request_and_is_counted(mock_cnn_server, tmp_path):
