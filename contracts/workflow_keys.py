@@ -95,6 +95,11 @@ STRESS_ARGS: Mapping[str, str] = {
     "max_memory_growth_pct": "highest server memory growth after warm-up, % (default 10)",
     "budget_s": "hard wall-time budget for the whole workflow (s)",
     "server_container": "Docker container of the server (its memory is read with docker stats)",
+    "workload": "trace | multi_turn | shared_prefix: run that benchmarks workload (benchmarking/workloads/) as "
+                "a stress point, judged like the others (LLM models); without run_mode= only it runs",
+    # the workload's own keys, with the benchmarks' help (stress_tests/workload.py hands them over as they are)
+    **{k: BENCHMARK_ARGS[k] for k in ("trace_file", "time_scale", "max_lateness_ms", "block_tokens", "turns",
+                                      "think_time_s", "prefixes", "prefix_tokens")},
 }
 
 DEPLOY_ARGS: Mapping[str, str] = {

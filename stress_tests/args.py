@@ -10,12 +10,16 @@
     saturation=on|off  max_error_rate=0.0  max_latency_drift_pct=20  max_memory_growth_pct=10
     (drift: p99 e2e latency, last vs first time slice after warm-up; memory: growth after warm-up)
     budget_s=SECONDS  server_container=NAME
+    workload=trace|multi_turn|shared_prefix and its keys (trace_file, time_scale, max_lateness_ms,
+    block_tokens, turns, think_time_s, prefixes, prefix_tokens): a benchmarks workload run as a
+    stress point (``stress_tests/workload.py``); alone unless run_mode= names load modes too
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
+from benchmarking.bench_args import WORKLOAD_KEYS, WORKLOADS
 from contracts.workflow_keys import STRESS_ARGS
 
 RUN_MODES = ("single", "multiple", "custom", "endurance", "capacity")
@@ -73,6 +77,8 @@ class StressArgs:
     budget_s: float | None = None
     server_container: str | None = None
     ignored_keys: list[str] = field(default_factory=list)
+    workload: str | None = None                                      # a benchmarks workload run as a stress point
+    workload_args: dict[str, str] = field(default_factory=dict)      # its own keys, checked where it is planned
 
 
 def parse_slos(text: str) -> list[Slo]:
@@ -124,13 +130,22 @@ def parse_stress_args(raw: dict) -> StressArgs:
     size = str(raw.get("mode") or "ci")
     if size not in DEFAULT_RUN_MODES:
         raise StressArgError(f"mode={size!r} is not one of smoke, ci, full")
+    workload = str(raw.get("workload") or "").strip() or None
+    if workload is not None and workload not in WORKLOADS:
+        raise StressArgError(f"workload={workload!r} is not one of {', '.join(WORKLOADS)}")
+    workload_args = {k: str(raw[k]) for k in WORKLOAD_KEYS if raw.get(k) not in (None, "")}
+    for key in workload_args:
+        if WORKLOAD_KEYS[key] != workload:
+            raise StressArgError(f"{key}= applies to workload={WORKLOAD_KEYS[key]} only"
+                                 + (f" (this run has workload={workload})" if workload else ""))
     modes = tuple(filter(None, (m.strip() for m in str(raw.get("run_mode") or "").split(","))))
-    if not modes:
+    if not modes and workload is None:  # a workload runs alone unless run_mode= names load modes too
         modes = DEFAULT_RUN_MODES[size]
     bad = [m for m in modes if m not in RUN_MODES]
     if bad:
         raise StressArgError(f"run_mode {', '.join(bad)} is not one of {', '.join(RUN_MODES)}")
-    a = StressArgs(size=size, run_modes=modes, ignored_keys=a_ignored)
+    a = StressArgs(size=size, run_modes=modes, ignored_keys=a_ignored, workload=workload,
+                   workload_args=workload_args)
     a.max_context = _num(raw, "max_context_length", int, 2)
     a.input_size = _num(raw, "input_size", int, 1)
     a.output_size = _num(raw, "output_size", int, 1)

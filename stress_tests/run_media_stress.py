@@ -82,6 +82,9 @@ class MediaStressPoint:
 
 def plan_media(args: StressArgs, spec: ModelSpec, kind: str) -> list[MediaStressPoint]:
     """Every load point of the run's modes (capacity plans its own levels)."""
+    if args.workload:
+        raise StressArgError(f"workload={args.workload} replays LLM traffic (prompts, conversations, prefixes); "
+                             f"it does not apply to {kind} requests")
     if args.custom_isl or args.custom_osl or args.input_size or args.output_size:
         raise StressArgError(f"input/output lengths (input_size, output_size, custom_isl_values, custom_osl_values) "
                              f"do not apply to {kind} requests")

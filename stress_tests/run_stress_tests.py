@@ -1,5 +1,6 @@
-"""stress_tests workflow entry: load points (single / multiple / custom / endurance) and the SLO
-capacity search, against a live server, with the benchmark client.
+"""stress_tests workflow entry: load points (single / multiple / custom / endurance, and a benchmarks
+workload run as a stress point: ``stress_tests/workload.py``) and the SLO capacity search, against a
+live server, with the benchmark client.
 
     python stress_tests/run_stress_tests.py --run-dir RUN_DIR --model-spec-json PATH --server-url URL \
         --workflow-args-json '{"mode": "smoke", "run_mode": "single,capacity", "slo": "ttft_p99:2000,tpot_p99:150"}'
@@ -123,13 +124,15 @@ def _write_requests(ctx: Context, stem: str, records) -> str:
 
 def run_points(ctx: Context, points, memory) -> "StressRecord":  # noqa: F821
     from contracts.server_state import ServerStateSampler
+    from stress_tests import workload
     from stress_tests.driver import Load, drive
     from stress_tests.judge import point_record
     from records.stress import StressRecord
     from stress_tests.saturation import SaturationDetector
 
     record = StressRecord(model_id=ctx.spec.model_id, server_url=ctx.base_url,
-                          size=ctx.args.size, run_modes=[m for m in ctx.args.run_modes if m != "capacity"],
+                          size=ctx.args.size, run_modes=[m for m in ctx.args.run_modes if m != "capacity"]
+                          + ([f"workload={ctx.args.workload}"] if ctx.args.workload else []),
                           started=_now())
     t0 = time.monotonic()
     for i, p in enumerate(points):
@@ -141,21 +144,30 @@ def run_points(ctx: Context, points, memory) -> "StressRecord":  # noqa: F821
             continue
         note = f" (rescaled from isl={p.requested_isl} osl={p.requested_osl} to fit the context)" if p.rescaled else ""
         _log(f"{p.name}: running{note}")
-        pool = ctx.pool(p.isl, p.osl, p.num_prompts or POOL_SIZE, seed=1000 + i)
+        is_workload = isinstance(p, workload.WorkloadStressPoint)
+        if not is_workload:
+            pool = ctx.pool(p.isl, p.osl, p.num_prompts or POOL_SIZE, seed=1000 + i)
         # Endurance runs its whole length: its drift checks judge a rising latency, a stop would cut it short.
         detector = (SaturationDetector(window_s=max(10.0, 4 * ctx.args.window_s), closed_loop=True)
                     if ctx.args.saturation and p.mode != "endurance" else None)
         started = _now()
         sampler = ServerStateSampler(ctx.base_url, ctx.api_key).start()  # the server's side of the same seconds
         try:
-            run = drive(ctx.client_config(), pool, Load(p.concurrency, p.num_prompts or None, p.duration_s),
-                        tag=p.name, window_s=ctx.args.window_s, detector=detector,
-                        memory=memory.read if p.duration_s else None, budget_s=ctx.remaining(),
-                        should_stop=interrupted)
+            if is_workload:  # the benchmarks workload's own code sends it (stress_tests/workload.py)
+                run, measured = workload.measure(ctx, p, lambda: ctx.invocation.stop.signum)
+            else:
+                run = drive(ctx.client_config(), pool, Load(p.concurrency, p.num_prompts or None, p.duration_s),
+                            tag=p.name, window_s=ctx.args.window_s, detector=detector,
+                            memory=memory.read if p.duration_s else None, budget_s=ctx.remaining(),
+                            should_stop=interrupted)
         finally:
             state = sampler.stop()
         rec = point_record(p.name, p.mode, p, run, ctx.args, started, memory.kind, memory.what)
         rec.server_state = state
+        if is_workload:
+            workload.judge_workload(rec, measured)
+            for w in measured.warnings:
+                _log(f"WARNING {p.name}: {w}")
         rec.requests_file = _write_requests(ctx, p.name, run.records)
         keep_point(ctx, record, rec, t0)
     return record
@@ -359,7 +371,8 @@ def run(invocation: ClientInvocation) -> int:
         if not invocation.server_url:
             raise StressArgError("--server-url is empty: stress tests need a live server")
         from stress_tests.plan import expand
-        points = expand(args, invocation.spec)
+        from stress_tests.workload import plan as plan_workload
+        points = expand(args, invocation.spec) + plan_workload(args, invocation.spec)  # a bad trace: exit 2 here
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     ctx = Context(invocation, args)

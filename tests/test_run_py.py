@@ -70,10 +70,11 @@ def test_bad_input_is_one_line_exit_2(argv: list[str], message: str) -> None:
     assert "Traceback" not in result.stdout + result.stderr
 
 
-def test_bad_trace_stops_run_py_before_a_server_starts(tmp_path) -> None:
+@pytest.mark.parametrize("workflow", ["benchmarks", "stress_tests"])  # both replay a trace with the same code
+def test_bad_trace_stops_run_py_before_a_server_starts(tmp_path, workflow: str) -> None:
     trace = tmp_path / "trace.csv"
     trace.write_text("timestamp,input_tokens,output_tokens\n0,10,2\n100,2000,100\n")
-    result = run_py("--model", "SmolLM2-135M-Instruct", "--workflow", "benchmarks", "--device", "cpu", "--local-server",
+    result = run_py("--model", "SmolLM2-135M-Instruct", "--workflow", workflow, "--device", "cpu", "--local-server",
                     "--workflow-args", f"workload=trace trace_file={trace}", "--output-dir", str(tmp_path / "run"))
     assert result.returncode == 2
     assert result.stderr.strip() == (f"run.py: error: --workflow-args trace_file: {trace}:3: input 2000 + output 100 "

@@ -246,13 +246,14 @@ def _validate_for_workflow(spec: ModelSpec, options: RunOptions) -> None:
     if options.server_mode is ServerMode.LOCAL and spec.device_type.value == "gpu":
         raise UsageError("--local-server is not supported on gpu; use --docker-server (upstream vLLM image)")
     trace = options.workflow_args.get("trace_file")
-    if trace and options.workflow in (WorkflowType.BENCHMARKS, WorkflowType.RELEASE):
+    if trace and options.workflow in (WorkflowType.BENCHMARKS, WorkflowType.STRESS_TESTS, WorkflowType.RELEASE):
         _check_trace(trace, spec, options)
 
 
 def _check_trace(trace: str, spec: ModelSpec, options: RunOptions) -> None:
     """A trace to replay is read and checked before any server starts (a bad line is exit 2 here, not
-    after minutes of start-up); its path is made absolute, the benchmark runs from the repository root."""
+    after minutes of start-up), for the benchmarks and stress_tests workflows alike (both replay it with the
+    same code); its path is made absolute, the clients run from the repository root."""
     from benchmarking.workloads.trace_file import TraceError, read_trace
 
     path = os.path.abspath(os.path.expanduser(trace))
