@@ -42,9 +42,25 @@ def host_facts_of(record: ReportRecord) -> dict[str, object]:
     """The facts the fingerprint is made of, as the run recorded them."""
     env = record.metadata.environment
     host = env.host
-    return {"cpu": host.cpu, "cpu_flags": host.cpu_flags, "cores": host.cores, "ram_gb": host.ram_gb,
-            "os": host.os, **{f"package {name}": env.packages.get(name) for name in ENGINE_PACKAGES
-                              if env.packages.get(name)}}
+    return _facts({"cpu": host.cpu, "cpu_flags": host.cpu_flags, "cores": host.cores, "ram_gb": host.ram_gb,
+                   "os": host.os}, env.packages)
+
+
+def host_facts_of_environment(environment: dict) -> dict[str, object] | None:
+    """The same facts from a manifest's ``environment`` block (what run.py records when a run starts),
+    or None when it recorded none. Why: run.py can tell before a run starts whether a baseline named
+    with --compare-to ran on this host, from the baseline's manifest and this host's own block."""
+    host = environment.get("host") if isinstance(environment, dict) else None
+    if not isinstance(host, dict):
+        return None
+    packages = environment.get("packages")
+    return _facts(host, {str(k): str(v) for k, v in packages.items()} if isinstance(packages, dict) else {})
+
+
+def _facts(host: dict, packages: dict[str, str]) -> dict[str, object]:
+    return {"cpu": host.get("cpu"), "cpu_flags": host.get("cpu_flags"), "cores": host.get("cores"),
+            "ram_gb": host.get("ram_gb"), "os": host.get("os"),
+            **{f"package {name}": packages.get(name) for name in ENGINE_PACKAGES if packages.get(name)}}
 
 
 def fingerprint(facts: dict[str, object]) -> str:
@@ -55,3 +71,10 @@ def fingerprint(facts: dict[str, object]) -> str:
 def host_differences(a: dict[str, object], b: dict[str, object]) -> list[str]:
     """'cores: 2 (baseline 16)' for every fact that differs."""
     return [f"{key}: {a.get(key)} (baseline {b.get(key)})" for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+
+
+def other_host_line(requested: str, differences: list[str]) -> str:
+    """Why a baseline named on purpose is not compared: it ran on a host with another fingerprint.
+    One line naming each differing fact with both hosts' values, and how to compare anyway."""
+    return (f"--compare-to {requested} ran on another host ({'; '.join(differences)}); runs of different hosts "
+            f"are compared only when asked: --workflow-args compare_hosts=any")

@@ -30,7 +30,9 @@ the run history (``last``, a run id) or given as a run directory; its numbers ar
 run directory, the source of truth. Which runs may be a baseline (never an unfinished one; ``last``
 never a failed one) is ``history.baseline``'s rule; ``last`` also takes only a run measured alike
 (``run_setup``: the same size mode and server kind, e.g. never a local ci run for a Docker smoke
-release), and a baseline named on purpose that was measured otherwise is compared with a note.
+release), and a baseline named on purpose that was measured otherwise is compared with a note. A run
+of a host with another fingerprint is a baseline only with ``compare_hosts=any`` (then the report says
+the hosts differ): ``last`` never considers one, and one named on purpose is refused (``baseline_from``).
 """
 from __future__ import annotations
 
@@ -237,12 +239,15 @@ def baseline_from(settings: CompareSettings, record: ReportRecord, store,
     Which runs may be a baseline is ``history.baseline``'s rule: ``last`` takes the newest run that
     ended with nothing failed (each candidate's own manifest and report checked, since the index can
     be stale; those passed over are appended to ``skipped``); a run named on purpose must have
-    finished with whole measurements. ``store`` is an open history store, or None when it could not
-    be reached (then only a run directory can be a baseline). Raises ``CompareError`` when the named
-    baseline cannot be used.
+    finished with whole measurements. Another host's runs are baselines only with ``compare_hosts=any``:
+    ``last`` never considers them, and a run named on purpose that ran on another host is refused as
+    run.py refuses it before the run starts (``workflows.cli.check_baseline_host``, exit 2): here
+    the run is then not compared, with one line naming both hosts' differing facts. ``store`` is an
+    open history store, or None when it could not be reached (then only a run directory can be a
+    baseline). Raises ``CompareError`` when the named baseline cannot be used.
     """
     from history.baseline import LAST_VERDICTS, unusable_reason
-    from history.fingerprint import fingerprint, host_facts_of, spec_identity
+    from history.fingerprint import fingerprint, host_differences, host_facts_of, other_host_line, spec_identity
 
     requested = settings.requested
     if requested == "last":
@@ -284,7 +289,11 @@ def baseline_from(settings: CompareSettings, record: ReportRecord, store,
     why = unusable_reason(path, explicit=True)
     if why is not None:
         raise CompareError(f"--compare-to {requested}: this run cannot be a baseline: {why}")
-    return path, _read_baseline(path)
+    baseline = _read_baseline(path)
+    mine, theirs = host_facts_of(record), host_facts_of(baseline)
+    if not settings.any_host and fingerprint(mine) != fingerprint(theirs):
+        raise CompareError(other_host_line(requested, host_differences(mine, theirs)))
+    return path, baseline
 
 
 def build_comparison(settings: CompareSettings, record: ReportRecord, run_dir: Path,

@@ -89,8 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--compare-to", metavar="last|RUN_DIR|RUN_ID",
                         help="compare the results with a baseline run: the last run of the same spec on this host "
                              "that ended with nothing failed (the default of release when one exists), or a run "
-                             "directory or a run id from the run history that finished (else exit 2); a regression beyond regression_tolerance fails the verdict "
-                             "(--workflow-args on_regression=warn only shows it)")
+                             "directory or a run id from the run history that finished on this host (else exit 2; "
+                             "--workflow-args compare_hosts=any for another host's); a regression beyond "
+                             "regression_tolerance fails the verdict (--workflow-args on_regression=warn only shows it)")
     parser.add_argument("--ignore-verdict", action="store_true",
                         help="write reports but exit 0 even when the release verdict is FAIL")
     parser.add_argument("--list", action="store_true", help="print the catalog and exit")
@@ -280,6 +281,37 @@ def _check_baseline_id(run_id: str) -> None:
         raise UsageError(f"--compare-to {_shown(run_id)}: no such run directory, and no run with that id in the "
                          f"run history ({url})")
     _check_baseline(Path(entry.run_dir), run_id)
+
+
+def check_baseline_host(value: str, environment: dict) -> None:
+    """A baseline named on purpose (a run directory or id, as ``check_compare_to`` left it) must have run on
+    a host with this run's fingerprint (``environment``: this run's manifest block), unless
+    ``compare_hosts=any`` asked otherwise (the caller checks that): ``last`` never takes another host's
+    run either. Without a recorded environment on either side, or a run history to look an id up in, the
+    reports step decides (it then leaves the run not compared, with the same line)."""
+    from contracts.run_dir import Manifest
+    from history.fingerprint import fingerprint, host_differences, host_facts_of_environment, other_host_line
+
+    path = Path(value)
+    if not path.is_dir():
+        from history.store import HistoryError, open_store
+
+        try:
+            store = open_store()
+        except HistoryError:
+            return
+        with store:
+            entry = store.get(value)
+        if entry is None:
+            return
+        path = Path(entry.run_dir)
+    try:
+        theirs = host_facts_of_environment(Manifest.read(path / "manifest.json").environment)
+    except (OSError, ValueError, TypeError, KeyError):
+        return
+    mine = host_facts_of_environment(environment)
+    if mine is not None and theirs is not None and fingerprint(mine) != fingerprint(theirs):
+        raise UsageError(other_host_line(_shown(value), host_differences(mine, theirs)))
 
 
 def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:

@@ -18,7 +18,7 @@ from contracts import REPO_ROOT
 from contracts.model_spec import ModelSpec
 from contracts.run_dir import Manifest, RunDirectory, StepStatus, default_runs_root, host_facts, make_run_id
 from contracts.workflow_args import WorkflowType
-from workflows.cli import RunOptions, ServerMode, UsageError, parse_args, resolve_spec
+from workflows.cli import RunOptions, ServerMode, UsageError, check_baseline_host, parse_args, resolve_spec
 from workflows.output_dir import claim_output_dir
 
 DOTENV_PATH = REPO_ROOT / ".env"
@@ -153,6 +153,10 @@ def _run(argv: list[str]) -> int:
             return _rebuild_reports(options, ui)
         spec = resolve_spec(options, catalog)
         _validate_for_workflow(spec, options)
+        environment = host_environment(spec)
+        if options.flags.get("compare_to") not in (None, "last") and options.workflow_args.get(
+                "compare_hosts", "same") != "any":
+            check_baseline_host(options.flags["compare_to"], environment)
         from workflows.auth import DotenvError, Redactor, load_dotenv, resolve_auth
 
         try:
@@ -201,7 +205,7 @@ def _run(argv: list[str]) -> int:
     record = run_dir.start_step("resolve_spec")
     spec.write(run_dir.spec_path)
     run_dir.write_json("cli_args.json", options.record())
-    manifest.environment = host_environment(spec)
+    manifest.environment = environment
     run_dir.end_step(record, StepStatus.PASSED, spec.model_id, ["model_spec.json", "cli_args.json"])
     run_dir.log(f"run {run_id}: {' '.join(argv)}")
     run_dir.log(f"spec resolved in {time.monotonic() - t_start:.3f}s since start")

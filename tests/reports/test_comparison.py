@@ -115,6 +115,65 @@ def test_another_host_is_compared_only_when_asked_and_said(tmp_path) -> None:
         assert any("hosts differ" in n for n in c.notes)
 
 
+def test_another_host_named_on_purpose_is_refused_unless_asked(tmp_path, capsys) -> None:
+    """As ``last`` never takes another host's run, a run named on purpose from another host is refused:
+    the reports step leaves the run not compared, with one line naming both hosts' differing facts."""
+    from reports.run_reports import RunHistory
+
+    base = _run(tmp_path, "base", 1.0, "run-base", "2026-01-10T00:00:00+00:00")
+    other = _run(tmp_path, "other", 1.0, "run-other", "2026-01-11T00:00:00+00:00")
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["environment"]["host"]["cores"] = 64
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    record = build_report(other)
+    with pytest.raises(CompareError) as refused:
+        baseline_from(CompareSettings(str(base)), record, None)
+    line = str(refused.value)
+    assert "\n" not in line and f"--compare-to {base} ran on another host (cores: 64 (baseline None))" in line
+    assert "compare_hosts=any" in line
+    asked = CompareSettings(str(base), any_host=True)
+    c = build_comparison(asked, record, other, *baseline_from(asked, record, None), None)
+    assert not c.same_host and c.metrics and any("hosts differ (cores: 64 (baseline None))" in n for n in c.notes)
+    # the reports step: not compared, and says why in one line
+    cli = json.loads((other / "cli_args.json").read_text())
+    (other / "cli_args.json").write_text(json.dumps({**cli, "compare_to": str(base)}))
+    for wf_args, compared in (({}, False), ({"compare_hosts": "any"}, True)):
+        history = RunHistory()
+        try:
+            comparison = history.comparer(other, None, wf_args)(build_report(other))
+        finally:
+            history.close()
+        assert (comparison is not None and comparison.baseline_run == "run-base") is compared
+    out = capsys.readouterr().out
+    assert f"reports: comparison: --compare-to {base} ran on another host (cores: 64 (baseline None))" in out
+    assert "compare_hosts=any; not compared" in out
+
+
+def test_run_py_refuses_another_hosts_baseline_before_the_run_with_exit_2(tmp_path, capsys) -> None:
+    """The same rule at the command line, from the baseline's manifest and this host's facts as the run
+    would record them: exit 2 before any server is reached (the server URL below is closed)."""
+    from tests.helpers import closed_port
+    from workflows.cli import UsageError, check_baseline_host
+    from workflows.main import host_environment, main
+
+    base = _run(tmp_path, "base", 1.0, "run-base", "2026-01-10T00:00:00+00:00")
+    here = host_environment(model_spec())
+    manifest = json.loads((base / "manifest.json").read_text())
+    manifest["environment"] = here
+    (base / "manifest.json").write_text(json.dumps(manifest))
+    check_baseline_host(str(base), here)  # the same host: accepted
+    manifest["environment"] = {**here, "host": {**here["host"], "cores": (here["host"]["cores"] or 0) + 1}}
+    (base / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UsageError, match=r"ran on another host \(cores: \d+ \(baseline \d+\)\)"):
+        check_baseline_host(str(base), here)
+    argv = ["--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "benchmarks", "--server-url",
+            f"http://127.0.0.1:{closed_port()}", "--compare-to", str(base), "--output-dir", str(tmp_path / "run")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ran on another host (cores:" in err[0] and "compare_hosts=any" in err[0], err
+    assert not (tmp_path / "run").exists()
+
+
 def test_last_takes_only_a_baseline_measured_alike(tmp_path) -> None:
     """A Docker smoke release is never compared with a local ci run of the same spec (other points,
     sample sizes and process tree); named on purpose it is, with a note."""
