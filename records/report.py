@@ -409,8 +409,9 @@ class Verdict(TypedRecord):
 class ComparisonMetric(TypedRecord):
     """One judged metric of this run against the same metric of the baseline run."""
 
-    name: str = described("Metric: '<point key> <metric>': ttft_ms, tpot_ms (LLM points) or latency_ms (media "
-                          "points, end-to-end); per-request means, lower is better.")
+    name: str = described("Metric: '<point key> <metric>': ttft_ms, tpot_ms, output_tok_s (LLM points; "
+                          "output_tok_s: a request's output tokens over its end-to-end seconds) or latency_ms "
+                          "(media points, end-to-end); per-request means; higher_is_better says the direction.")
     baseline: float | None = described("The baseline run's mean of the metric.", None)
     value: float | None = described("This run's mean of the metric.", None)
     ratio: float | None = described("value / baseline (above 1 is slower for a lower-is-better metric).", None)

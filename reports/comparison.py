@@ -24,8 +24,10 @@ deciding) and a note says why. A host that cannot say in both runs is compared o
 and the note says so.
 
 Compared today: every LLM benchmark point both runs measured (same ISL/OSL/concurrency), on mean
-TTFT and mean TPOT, and every media point both measured (same kind and concurrency), on the mean
-end-to-end latency of its successful requests (``MediaPoint.requests``). The baseline is found in
+TTFT, mean TPOT (lower is better) and mean per-request output throughput (output tokens over the
+request's end-to-end seconds; higher is better, so ``regressed`` means lower), and every media point
+both measured (same kind and concurrency), on the mean end-to-end latency of its successful requests
+(``MediaPoint.requests``). The baseline is found in
 the run history (``last``, a run id) or given as a run directory; its numbers are read from its own
 run directory, the source of truth. Which runs may be a baseline (never an unfinished one; ``last``
 never a failed one) is ``history.baseline``'s rule; ``last`` also takes only a run measured alike
@@ -39,19 +41,27 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from contracts.intervals import bootstrap_ratio_of_means
 from contracts.workflow_args import parse_workflow_args
 from contracts.model_spec import ModelSpec
 from records.report import Comparison, ComparisonMetric, ReportRecord, TrendPoint
-from reports.distributions import request_values
+from reports.distributions import request_output_rates, request_values
 
 DEFAULT_TOLERANCE = 0.05
 #: Fewest requests of each run for an interval that may decide (below: inconclusive, shown only).
 MIN_REQUESTS = 8
 POLICIES = ("fail", "warn")
-#: Metrics compared per point: (name, index in ``request_values``' pair, higher is better).
-POINT_METRICS = (("ttft_ms", 0, False), ("tpot_ms", 1, False))
+#: Metrics compared per LLM point: (name, per-request values of a ``point_*.requests.jsonl``, higher is
+#: better). output_tok_s is each request's output tokens over its end-to-end seconds: a per-request value
+#: of both runs, so its ratio gets the same bootstrap interval as the latencies (the point's aggregate
+#: throughput is one number per run, with nothing to resample).
+POINT_METRICS: tuple[tuple[str, Callable[[Path], list[float] | None], bool], ...] = (
+    ("ttft_ms", lambda path: (request_values(path) or ([], []))[0], False),
+    ("tpot_ms", lambda path: (request_values(path) or ([], []))[1], False),
+    ("output_tok_s", request_output_rates, True),
+)
 #: Metrics the trend plot draws (per point), in this order.
 TREND_METRICS = ("ttft_ms", "tpot_ms", "latency_p50_ms")
 #: Most recent candidates ``last`` looks at before saying there is no baseline.
@@ -203,9 +213,8 @@ def compare_runs(run_dir: Path, baseline_dir: Path, tolerance: float) -> tuple[l
     if only:
         notes.append("points measured by one run only (not compared): " + ", ".join(only))
     for key in sorted(set(mine) & set(theirs)):
-        values, base = request_values(mine[key]), request_values(theirs[key])
-        for name, index, higher in POINT_METRICS:
-            metrics.append(_metric(f"{key} {name}", values[index] if values else [], base[index] if base else [],
+        for name, values_of, higher in POINT_METRICS:
+            metrics.append(_metric(f"{key} {name}", values_of(mine[key]) or [], values_of(theirs[key]) or [],
                                    tolerance, higher, notes))
     if not mine and not theirs and not (set(media) & set(media_base)):
         notes.append("the runs measured no benchmark point in common; nothing to compare")

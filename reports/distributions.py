@@ -53,6 +53,41 @@ def _request_values(rec: dict) -> tuple[float | None, float | None]:
     return ttft, tpot
 
 
+def _output_rate(rec: dict) -> float | None:
+    """Output tokens per second of one completed, measured request over its whole wall time (first
+    token included): what one user saw of the point's output throughput."""
+    if rec.get("warmup") or rec.get("success") is False or rec.get("ok") is False or rec.get("error"):
+        return None
+    e2el = _ms(rec, ("e2el_ms", "latency_ms"), ("e2el_s", "latency", "e2el"))
+    out = None
+    for key in ("output_tokens", "output_len", "completion_tokens", "num_output_tokens"):
+        out = _num(rec.get(key))
+        if out is not None:
+            break
+    if e2el is None or e2el <= 0 or out is None or out < 1:
+        return None
+    return out / (e2el / 1000.0)
+
+
+def request_output_rates(path: Path) -> list[float] | None:
+    """Output tokens/s of each completed, measured request of a per-request file (``_output_rate``);
+    None when the file cannot be read."""
+    rates: list[float] = []
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    rec = json.loads(line) if line.strip() else None
+                except ValueError:
+                    continue
+                rate = _output_rate(rec) if isinstance(rec, dict) else None
+                if rate is not None:
+                    rates.append(rate)
+    except OSError:
+        return None
+    return rates
+
+
 def summarise(values: list[float], source: str = "requests") -> Distribution | None:
     """The distribution with its histogram (``records.distribution.summarise``), None for no values."""
     return distribution_of(values, source) if values else None

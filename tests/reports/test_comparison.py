@@ -10,6 +10,7 @@ import pytest
 
 from history.store import open_store
 from records.judge import judge_comparison
+from records.report import Comparison
 from reports import build_report, write_reports
 from reports.comparison import CompareError, CompareSettings, baseline_from, build_comparison, decide, settings_from
 from tests.helpers import model_spec
@@ -80,6 +81,35 @@ def test_a_30_percent_slower_run_regresses_and_fails_the_verdict(tmp_path) -> No
         assert record.comparison.baseline_run == "run-base"
         assert {m.decision for m in record.comparison.metrics if m.name.endswith("ttft_ms")} == {"within_noise"}
         assert [p.run_id for p in record.comparison.trend] == ["run-base", "run-slow", "run-same"]
+
+
+def test_output_throughput_per_request_is_compared_and_lower_is_a_regression(tmp_path) -> None:
+    """Each request's output tokens over its end-to-end seconds, from both runs' per-request records:
+    a 30% slower run makes about 1/1.3 of the tokens/s (regressed), a 30% faster one more (improved)."""
+    from reports.comparison import compare_runs
+    from reports.distributions import request_output_rates
+
+    base = _run(tmp_path, "base", 1.0, "run-base", "2026-01-10T00:00:00+00:00")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("\n".join(json.dumps(r) for r in (
+        {"success": True, "e2el_ms": 2000.0, "output_tokens": 100},
+        {"success": True, "e2el_s": 0.5, "completion_tokens": 10},
+        {"success": False, "e2el_ms": 10.0, "output_tokens": 100},     # failed: no rate
+        {"warmup": True, "e2el_ms": 10.0, "output_tokens": 100},       # warm-up: excluded like its latencies
+        {"success": True, "e2el_ms": 0.0, "output_tokens": 5}, "not a row")) + "\n\n{broken\n")
+    assert request_output_rates(rows) == [50.0, 20.0]
+    assert request_output_rates(tmp_path / "missing.jsonl") is None
+    for scale, decision in ((1.3, "regressed"), (1 / 1.3, "improved"), (1.0, "within_noise")):
+        run = _run(tmp_path, f"run-{scale:.2f}", scale, f"run-{scale:.2f}", "2026-01-11T00:00:00+00:00")
+        metrics, _ = compare_runs(run, base, 0.05)
+        rate = {m.name: m for m in metrics}["isl-128_osl-128_con-4 output_tok_s"]
+        assert rate.higher_is_better and rate.n == rate.baseline_n == 16
+        assert rate.ratio == pytest.approx(1 / scale, rel=1e-3) and rate.decision == decision, rate
+        assert rate.baseline == pytest.approx(sum(request_output_rates(next((base / "benchmarks").glob(
+            "*con-4*.requests.jsonl")))) / 16, rel=1e-3)
+        if decision == "regressed":  # the one judge blocks on it like on a slower TTFT
+            _, blockers, _ = judge_comparison(Comparison(baseline_run="run-base", metrics=[rate]))
+            assert [b.item for b in blockers] == ["isl-128_osl-128_con-4 output_tok_s"]
 
 
 def test_warn_shows_a_regression_without_failing(tmp_path) -> None:

@@ -61,6 +61,7 @@ def test_a_30_percent_slower_server_is_reported_regressed_and_fails(tmp_path, fa
     # targets, so adaptive sampling sends 4 more, and its 8 decide the comparison too
     assert {d for name, d in decisions.items() if "con-4" in name} == {"regressed"}, decisions
     assert {d for name, d in decisions.items() if "con-1" in name} == {"regressed"}, decisions
-    assert len([name for name in decisions if name != "notes"]) == 4, decisions  # TTFT and TPOT of both points
+    # TTFT, TPOT and per-request output tokens/s of both points (the slower server's is lower: regressed)
+    assert len([name for name in decisions if name != "notes"]) == 6, decisions
     assert report["verdict"]["result"] == "FAIL" and second.returncode == 3, second.stdout[-3000:]
     assert "regressed" in second.stdout and "Comparison with a baseline run" in second.stdout
