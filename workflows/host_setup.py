@@ -275,8 +275,9 @@ def find_weights(spec: ModelSpec, env: Mapping[str, str] | None = None) -> HostS
         # media-server venv): nothing to fetch or mount on the host.
         return HostSetup(None, None, "server_package")
     if spec.weights_source.get("kind") == "server_hub":
-        # The media server finds its catalog model itself (HF cache, or the Hub with
-        # AUTO_DOWNLOAD_MODELS=1) and stops at start-up with one line naming what is missing.
+        # The media server finds its catalog model itself and stops at start-up with one line naming
+        # what is missing. Under run.py that is the HF cache only: run.py starts servers offline
+        # (HF_HUB_OFFLINE=1), so the server's AUTO_DOWNLOAD_MODELS (on by default) cannot download.
         return HostSetup(None, None, "server_hub")
     if spec.weights_source.get("kind") == "generated":
         from workflows.media_weights import find_generated

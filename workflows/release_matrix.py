@@ -130,11 +130,16 @@ def why_not_here(spec: ModelSpec, env: dict[str, str] | None = None) -> str | No
         return str(exc)
     env.pop("MODEL_WEIGHTS_DIR", None)  # set for one model, it says nothing about the others
     kind = (spec.weights_source or {}).get("kind", "huggingface")
-    if kind == "server_hub":  # the media server reads the HF cache, or the hub only when told to download
-        if env.get("AUTO_DOWNLOAD_MODELS") == "1" or (spec.hf_model_repo and find_hf_snapshot(spec.hf_model_repo, env)):
+    if kind == "server_hub":
+        # The media server downloads a missing model by default (AUTO_DOWNLOAD_MODELS), but run.py starts
+        # every server offline (HF_HUB_OFFLINE=1, workflows/servers): under run.py only the HF cache counts,
+        # whatever AUTO_DOWNLOAD_MODELS says (a tier entry that tried would FAIL, and demote, for the network).
+        if spec.hf_model_repo and find_hf_snapshot(spec.hf_model_repo, env):
             return None
         return (f"weights of {spec.hf_model_repo or spec.model_name} are not in this host's Hugging Face cache "
-                f"(hub-only checkpoint; the media server downloads it only with AUTO_DOWNLOAD_MODELS=1)")
+                f"(hub-only checkpoint; run.py starts the media server offline, so it downloads nothing, whatever "
+                f"AUTO_DOWNLOAD_MODELS says: prefetch with scripts/download_models.py "
+                f"{spec.served_model_name or spec.hf_model_repo or spec.model_name})")
     if kind == "huggingface":
         try:
             found = find_weights(spec, env)

@@ -49,6 +49,29 @@ def test_what_this_host_cannot_run_says_why(catalog, tmp_path) -> None:
     assert why_not_here(packaged, env) is None  # run.py converts the packaged weights itself
 
 
+def test_a_server_hub_model_runs_here_only_from_the_hf_cache(catalog, tmp_path) -> None:
+    """The media server downloads a missing model by default, but run.py starts it offline: under run.py
+    only the HF cache counts, whatever AUTO_DOWNLOAD_MODELS says, and the line says so."""
+    from workflows.servers.base import ServerLaunch
+    from workflows.servers.local import build_env
+
+    spec = next(s for s in catalog.specs.values() if s.hf_model_repo == "BAAI/bge-m3" and s.device_type.value == "cpu")
+    assert spec.weights_source["kind"] == "server_hub"
+    launch = ServerLaunch(spec=spec, spec_json_path=tmp_path / "model_spec.json", run_dir=tmp_path, service_port=8123)
+    asked = {"AUTO_DOWNLOAD_MODELS": "1", "HF_HUB_OFFLINE": "0", "PATH": "/usr/bin"}
+    assert build_env(launch, asked)["HF_HUB_OFFLINE"] == "1"  # what the rule below rests on
+    for download in ("1", "0", None):
+        env = {"HF_HOME": str(tmp_path / "empty-hf"), **({"AUTO_DOWNLOAD_MODELS": download} if download else {})}
+        line = why_not_here(spec, env)
+        assert line is not None and "not in this host's Hugging Face cache" in line, line
+        assert "run.py starts the media server offline" in line and "download_models.py BAAI/bge-m3" in line, line
+    snapshot = tmp_path / "hf" / "hub" / "models--BAAI--bge-m3" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        (snapshot / name).write_text("{}")
+    assert why_not_here(spec, {"HF_HOME": str(tmp_path / "hf"), "AUTO_DOWNLOAD_MODELS": "0"}) is None
+
+
 def test_support_rows_and_status_decisions(catalog, matrix, tmp_path) -> None:
     tier = matrix.tiers["cpu"]
     specs = tier_specs(tier, catalog)
