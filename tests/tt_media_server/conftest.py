@@ -27,16 +27,18 @@ TEST_API_KEY = "test-key-0123456789"
 
 
 def media_python() -> Path:
-    """The media-server venv's python, built through the tool's own venv manager when it is missing (a test
+    """The media-server venv's python (where run.py keeps its venvs: TT_WORKFLOW_VENVS_DIR, else
+    MEDIA_VENV_PYTHON's folder), built through the tool's own venv manager when it is missing (a test
     run alone must not skip for want of a venv the suite can make); a venv that cannot be built fails."""
-    if not MEDIA_VENV_PYTHON.exists():
-        from workflows.venvs import VenvError, ensure_venv
+    from workflows.venvs import VenvError, ensure_venv, venvs_root
 
+    python = venvs_root() / "media-server" / "bin" / "python"
+    if not python.exists():
         try:
             ensure_venv("media-server")
         except VenvError as exc:
-            pytest.fail(f"could not build the media-server venv at {MEDIA_VENV_PYTHON}: {exc}")
-    return MEDIA_VENV_PYTHON
+            pytest.fail(f"could not build the media-server venv at {python}: {exc}")
+    return python
 
 
 @dataclasses.dataclass

@@ -93,6 +93,38 @@ def test_window_merges_concurrent_requests_and_dedups_across_them():
     assert batcher.cache.hits == 9
 
 
+def test_a_micro_batch_goes_out_with_the_request_ids_of_every_request_it_serves():
+    """The worker's lines of a batch must name each request that waited on it: the encoder (the
+    scheduler call, which hands the ids to the worker) sees them all, distinct, in arrival order."""
+    from media_server.request_id import bound_request_ids, current_request_id
+
+    seen: list[str | None] = []
+
+    async def run():
+        batcher, encoder = _batcher(BatchingConfig(enabled=True, window_ms=50, max_size=64))
+        inner = batcher._encode
+
+        async def encode(model, texts):
+            seen.append(current_request_id())
+            return await inner(model, texts)
+
+        batcher._encode = encode
+
+        async def request(request_id, texts):
+            with bound_request_ids([request_id]):  # as the middleware marks a request's task
+                return await batcher.embed("m", texts)
+
+        await asyncio.gather(request("req-a", ["one", "shared"]), request("req-b", ["shared", "two"]),
+                             request("req-a", ["three"]))
+        await request("req-c", ["one", "four"])   # "one" from the cache: only req-c waits on "four"
+        await request(None, ["five"])              # outside any request: no id
+        return encoder
+
+    encoder = asyncio.run(run())
+    assert [sorted(batch) for batch in encoder.batches] == [["one", "shared", "three", "two"], ["four"], ["five"]]
+    assert seen == ["req-a,req-b", "req-c", None]
+
+
 def test_texts_already_being_computed_are_joined_not_recomputed():
     async def run():
         batcher, encoder = _batcher(BatchingConfig(enabled=False), delay=0.05)

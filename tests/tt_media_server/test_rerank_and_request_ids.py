@@ -4,7 +4,7 @@ One server for the module, with a FAKE cross-encoder beside it. Reranking: relev
 (bi-encoder cosine, the model named in the response), top_n, return_documents, the aliases, 400s
 naming the field; the cross-encoder scores by default. Request IDs: sent
 ids echoed on success, errors (body included) and SSE-free routes alike; generated when absent
-or malformed; every log line of a request carries its id.
+or malformed; every log line of a request carries its id, the device worker's lines of its work too.
 """
 from __future__ import annotations
 
@@ -73,7 +73,9 @@ def test_bad_rerank_requests_name_the_field(client, body, field):
 
 
 def test_a_sent_request_id_is_echoed_in_header_error_body_and_log(server, client):
-    ok = client.post("/v1/embeddings", json={"input": "hello"}, headers={"X-Request-ID": "client-abc.1"})
+    # a text no other test sends, so a worker computes it (no cache hit) and logs the batch
+    ok = client.post("/v1/embeddings", json={"input": "hello from client-abc.1"},
+                     headers={"X-Request-ID": "client-abc.1"})
     assert ok.status_code == 200 and ok.headers["x-request-id"] == "client-abc.1"
     bad = client.post("/v1/rerank", json={"query": QUERY, "documents": []}, headers={"X-Request-ID": "client-bad-2"})
     assert bad.status_code == 400 and bad.headers["x-request-id"] == "client-bad-2"
@@ -86,6 +88,9 @@ def test_a_sent_request_id_is_echoed_in_header_error_body_and_log(server, client
     log = server.log()
     assert re.search(r"POST /v1/rerank -> 400 in [0-9.]+ ms request_id=client-bad-2", log), log[-2000:]
     assert re.search(r"POST /v1/embeddings -> 200 in [0-9.]+ ms request_id=client-abc.1", log), log[-2000:]
+    # the device worker's line of the batch that computed it carries the id too (LOG_LEVEL=DEBUG here)
+    assert re.search(r"worker-\d+ DEBUG batch of \d+ ran in [0-9.]+ ms request_id=(\S+,)?client-abc\.1(,|$)", log,
+                     re.MULTILINE), log[-2000:]
 
 
 def test_models_say_device_dimension_and_context(client):

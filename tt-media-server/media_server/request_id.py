@@ -11,18 +11,24 @@ value, or none, gets a generated ``req-<hex>``. The id is
   the rest and the polled probes at DEBUG);
 - appended as ``request_id=<id>`` to every log line written while the request is handled (the
   server's own loggers and uvicorn's access line), through a context variable that the asyncio
-  tasks of the request inherit.
+  tasks of the request inherit;
+- carried to the device workers with the work (``Pending.http_request_id``, ``RunBatch`` and
+  ``AddRequest``), whose log lines for that work carry it the same way. Work shared by several
+  requests (an embeddings micro-batch) carries all their ids, comma-separated
+  (``bound_request_ids``): a grep for one id finds every line of the work it waited on.
 
 Pure ASGI (not Starlette's BaseHTTPMiddleware) so streaming responses pass through unbuffered.
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import logging
 import re
 import time
 import uuid
+from typing import Iterable, Iterator
 
 HEADER = "x-request-id"
 PROBE_PATHS = frozenset({"/health", "/tt-liveness", "/ping", "/metrics"})  # polled: their 503s are not news
@@ -34,6 +40,25 @@ log = logging.getLogger("media_server.request")
 def current_request_id() -> str | None:
     """The id of the request being handled in this task, or None outside a request."""
     return _current.get()
+
+
+def joined_request_ids(ids: Iterable[str | None]) -> str | None:
+    """The distinct ids of ``ids`` (each may itself be a comma-joined list), in order, comma-joined;
+    None when there are none."""
+    seen = dict.fromkeys(part for value in ids if value for part in value.split(",") if part)
+    return ",".join(seen) or None
+
+
+@contextlib.contextmanager
+def bound_request_ids(ids: Iterable[str | None] | str | None) -> Iterator[str | None]:
+    """Mark what is logged (and admitted) meanwhile, in this task or thread, with the request id(s) of
+    the work at hand: the embeddings batcher's micro-batch of several requests, a worker's batch or step.
+    ``ids``: the ids, or a string already joined (``joined_request_ids``) or None."""
+    token = _current.set(ids if ids is None or isinstance(ids, str) else joined_request_ids(ids))
+    try:
+        yield _current.get()
+    finally:
+        _current.reset(token)
 
 
 def new_request_id() -> str:
@@ -114,7 +139,9 @@ class RequestIdFormatter(logging.Formatter):
     """Wraps a handler's formatter: its line, then `` request_id=<id>`` for a marked record.
 
     Why a wrapper and not a new format string: uvicorn's access formatter reads the record's
-    arguments itself, so the id is added after the line is formatted, whatever the formatter."""
+    arguments itself, so the id is added after the line is formatted, whatever the formatter.
+    A record of several lines (a traceback under it) gets the id on its first line, the one a grep
+    for the id should find."""
 
     def __init__(self, inner: logging.Formatter | None):
         super().__init__()
@@ -123,7 +150,10 @@ class RequestIdFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line = self.inner.format(record)
         request_id = getattr(record, "request_id", None)
-        return f"{line} request_id={request_id}" if request_id else line
+        if not request_id:
+            return line
+        head, newline, rest = line.partition("\n")
+        return f"{head} request_id={request_id}{newline}{rest}"
 
 
 _FILTER = RequestIdLogFilter()

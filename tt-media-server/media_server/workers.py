@@ -20,6 +20,7 @@ from typing import Any, Callable
 from media_server.config import DeviceGroup, Settings
 from media_server.pool.messages import (AddRequest, BatchResults, CancelRequest, FromWorker, LoadFailed,
                                         Ready, RunBatch, Stop, StreamEvents, ToWorker)
+from media_server.request_id import bound_request_ids, joined_request_ids
 
 log = logging.getLogger("media_server.workers")
 _CONTEXT = multiprocessing.get_context("spawn")
@@ -46,12 +47,7 @@ def worker_main(conn, runner_name: str, model_id: str, settings: Settings, group
     if settings.cpu_threads_per_worker:
         for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[name] = str(settings.cpu_threads_per_worker)
-    worker_format = f"%(asctime)s worker-{group.index} %(levelname)s %(message)s"
-    logging.basicConfig(level=settings.log_level.upper(), format=worker_format)
-    if settings.log_file:  # the workers' lines belong in the same file as the server's
-        handler = logging.FileHandler(settings.log_file, encoding="utf-8")
-        handler.setFormatter(logging.Formatter(worker_format))
-        logging.getLogger().addHandler(handler)
+    configure_logging(group.index, settings.log_level, settings.log_file)
     # tt-metal's model code reads IS_GALAXY from the environment (graph split, class init).
     os.environ["IS_GALAXY"] = "1" if settings.is_galaxy else "0"
     from media_server.runners.base import RunnerUnavailable
@@ -92,6 +88,21 @@ def worker_main(conn, runner_name: str, model_id: str, settings: Settings, group
             log.exception("runner close failed")
 
 
+def configure_logging(index: int, level: str, log_file: str | None = None) -> None:
+    """The worker's log lines: ``<time> worker-<index> <LEVEL> <message>``, plus ``request_id=<id>`` on
+    those written for a request's work (``bound_request_ids`` around a batch, an admission, a step), as
+    the server's own lines of that request carry it."""
+    from media_server.request_id import install_log_filter
+
+    worker_format = f"%(asctime)s worker-{index} %(levelname)s %(message)s"
+    logging.basicConfig(level=level.upper(), format=worker_format)
+    if log_file:  # the workers' lines belong in the same file as the server's
+        handler = logging.FileHandler(log_file, encoding="utf-8")
+        handler.setFormatter(logging.Formatter(worker_format))
+        logging.getLogger().addHandler(handler)
+    install_log_filter(("",))
+
+
 def _die_with_parent() -> None:
     try:
         import ctypes
@@ -122,14 +133,16 @@ def _batch_loop(conn, inbox: queue.Queue, runner, observe: Callable[[float, int]
             continue
         items = message.items
         started = time.perf_counter()
-        try:
-            results = runner.run_batch([payload for _, payload in items])
-            if len(results) != len(items):
-                raise RuntimeError(f"run_batch returned {len(results)} results for {len(items)} inputs")
-        except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives on
-            log.exception("batch of %d failed", len(items))
-            results = [ItemError(500, f"{type(exc).__name__}: {exc}")] * len(items)
-        seconds = time.perf_counter() - started
+        with bound_request_ids(message.http_request_ids):  # every line of this batch names its requests
+            try:
+                results = runner.run_batch([payload for _, payload in items])
+                if len(results) != len(items):
+                    raise RuntimeError(f"run_batch returned {len(results)} results for {len(items)} inputs")
+            except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives on
+                log.exception("batch of %d failed", len(items))
+                results = [ItemError(500, f"{type(exc).__name__}: {exc}")] * len(items)
+            seconds = time.perf_counter() - started
+            log.debug("batch of %d ran in %.1f ms", len(items), seconds * 1000)
         observe(seconds, len(items))
         conn.send(BatchResults([(rid, result) for (rid, _), result in zip(items, results)],
                                seconds, len(items)))
@@ -145,6 +158,8 @@ def _streaming_loop(conn, inbox: queue.Queue, runner, observe: Callable[[float, 
 
 def _run_streaming(outbox: "_EventSender", inbox: queue.Queue, runner,
                    observe: Callable[[float, int], None]) -> None:
+    http_ids: dict[str, str | None] = {}  # request_id -> its X-Request-ID, while the runner holds it
+    step_ids: str | None = None  # http_ids joined, kept while they do not change (a step is frequent)
     while True:
         try:
             message = inbox.get(block=not runner.has_work())
@@ -154,23 +169,44 @@ def _run_streaming(outbox: "_EventSender", inbox: queue.Queue, runner,
             if isinstance(message, Stop):
                 return
             if isinstance(message, AddRequest):
-                try:
-                    runner.add(message.request_id, message.payload)
-                except Exception as exc:  # noqa: BLE001 - only this request fails
-                    outbox.send([(message.request_id, "error", {"status": getattr(exc, "status", 500),
-                                                               "message": f"{type(exc).__name__}: {exc}"})], 0.0)
+                with bound_request_ids((message.http_request_id,)):
+                    try:
+                        runner.add(message.request_id, message.payload)
+                    except Exception as exc:  # noqa: BLE001 - only this request fails
+                        log.warning("request %s not admitted by the runner: %s: %s", message.request_id,
+                                    type(exc).__name__, exc)
+                        outbox.send([(message.request_id, "error", {
+                            "status": getattr(exc, "status", 500), "message": f"{type(exc).__name__}: {exc}"})], 0.0)
+                    else:
+                        http_ids[message.request_id] = message.http_request_id
+                        step_ids = joined_request_ids(http_ids.values())
+                        log.debug("request %s admitted (%d running)", message.request_id, len(http_ids))
             elif isinstance(message, CancelRequest):
-                runner.cancel(message.request_id)
+                with bound_request_ids((http_ids.pop(message.request_id, None),)):
+                    runner.cancel(message.request_id)
+                    log.debug("request %s cancelled", message.request_id)
+                step_ids = joined_request_ids(http_ids.values())
             try:
                 message = inbox.get_nowait()
             except queue.Empty:
                 message = None
         if runner.has_work():
-            started = time.perf_counter()
-            events = runner.step()
-            seconds = time.perf_counter() - started
+            # A step serves every running request: its lines (a failure above all) name them all.
+            with bound_request_ids(step_ids):
+                started = time.perf_counter()
+                try:
+                    events = runner.step()
+                except Exception:
+                    log.exception("step with %d running request(s) failed", len(http_ids))
+                    raise
+                seconds = time.perf_counter() - started
             if events:
                 outbox.send([(e.request_id, e.type, e.data) for e in events], seconds)
+                ended = [e.request_id for e in events if e.type != "chunk" and e.request_id in http_ids]
+                if ended:
+                    for request_id in ended:
+                        del http_ids[request_id]
+                    step_ids = joined_request_ids(http_ids.values())
             observe(seconds, len(events))
 
 

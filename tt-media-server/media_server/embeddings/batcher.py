@@ -15,6 +15,10 @@ and split, still de-duplicated.
 Counting rule, per input text: a text answered without its own forward pass (LRU hit, duplicate
 inside the request, or joined computation) is a cache hit; a text sent to the model is a miss.
 So `misses` equals the number of texts the model encoded, which a test can check.
+
+Request ids: a micro-batch is sent with the X-Request-IDs of every request whose new text it holds
+(``request_id.bound_request_ids`` around the scheduler call), so the worker's lines of that batch name
+each request that waited on it, not only the one whose window it was.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from media_server.embeddings.cache import CacheKey, Embedding, EmbeddingCache
+from media_server.request_id import bound_request_ids, current_request_id
 
 EncodeBatch = Callable[[str, list[str]], Awaitable[list[Embedding]]]
 
@@ -65,6 +70,7 @@ class EmbeddingBatcher:
         self._tasks: set[asyncio.Task] = set()
         self._running: dict[str, int] = {}  # batches of a model sent and not yet answered
         self._held: set[str] = set()  # models whose window ended while max_inflight batches ran
+        self._requesters: dict[CacheKey, list[str | None]] = {}  # a text not yet sent -> X-Request-IDs waiting
         self.batches_sent = 0
         self.texts_sent = 0
 
@@ -74,6 +80,7 @@ class EmbeddingBatcher:
         found = self.cache.lookup(model, distinct)
         waiting: dict[str, asyncio.Future] = {}
         new: list[str] = []
+        requester = current_request_id()
         for text in distinct:
             if text in found:
                 continue
@@ -83,6 +90,9 @@ class EmbeddingBatcher:
                 future.add_done_callback(_retrieve_exception)
                 self._inflight[(model, text)] = future
                 new.append(text)
+                self._requesters[(model, text)] = [requester]
+            elif (model, text) in self._requesters:  # joins a text still waiting for its batch
+                self._requesters[(model, text)].append(requester)
             waiting[text] = future
         self.cache.count(model, hits=len(texts) - len(new), misses=len(new))
         if new:
@@ -131,8 +141,10 @@ class EmbeddingBatcher:
         self.batches_sent += 1
         self.texts_sent += len(batch)
         self._running[model] = self._running.get(model, 0) + 1
+        requesters = [rid for text in batch for rid in self._requesters.pop((model, text), ())]
         try:
-            embeddings = await self._encode(model, batch)
+            with bound_request_ids(requesters):
+                embeddings = await self._encode(model, batch)
             if len(embeddings) != len(batch):
                 raise RuntimeError(f"the runner returned {len(embeddings)} embeddings for {len(batch)} texts")
         except BaseException as error:  # every waiter must hear about it, even on cancellation
@@ -164,6 +176,7 @@ class EmbeddingBatcher:
                 if future is not None and not future.done():
                     future.set_exception(RuntimeError("the server is shutting down"))
         self._pending.clear()
+        self._requesters.clear()
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:

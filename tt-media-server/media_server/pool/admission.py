@@ -19,6 +19,7 @@ from typing import Any
 from media_server import metrics
 from media_server.config import Settings
 from media_server.errors import MediaError, NotReady, QueueFull, ShuttingDown
+from media_server.request_id import current_request_id
 from media_server.runners.base import StreamEvent
 
 _ids = itertools.count()
@@ -36,6 +37,8 @@ class Pending:
     future: result of a batch request; events: queue of a streaming request.
     worker: the worker running it (a WorkerHandle), None while queued.
     done: answered, failed or cancelled; nothing more happens to it.
+    http_request_id: the X-Request-ID of the HTTP request(s) it serves (``request_id``'s context at
+      admission), sent to the worker so the worker's log lines for it carry it too.
     """
 
     request_id: str
@@ -46,6 +49,7 @@ class Pending:
     events: asyncio.Queue | None = None
     worker: Any = None
     done: bool = False
+    http_request_id: str | None = None
 
 
 class Admission:
@@ -84,7 +88,8 @@ class Admission:
                             f"batch {self.batch_seconds:.2f} s) exceeds the {deadline_s:g} s "
                             "deadline", retry_after=estimate - deadline_s)
         now = time.monotonic()
-        pending = Pending(f"r{next(_ids)}-{os.getpid()}", payload, now, now + deadline_s)
+        pending = Pending(f"r{next(_ids)}-{os.getpid()}", payload, now, now + deadline_s,
+                          http_request_id=current_request_id())
         if stream:
             pending.events = asyncio.Queue()
         else:

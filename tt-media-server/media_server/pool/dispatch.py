@@ -48,7 +48,7 @@ class Dispatcher:
             if self.streaming:
                 pending = queue.popleft()
                 self._assign(worker, [pending])
-                worker.send(AddRequest(pending.request_id, pending.payload))
+                worker.send(AddRequest(pending.request_id, pending.payload, pending.http_request_id))
                 continue
             limit = worker.max_batch
             waited = time.monotonic() - queue[0].enqueued
@@ -59,7 +59,8 @@ class Dispatcher:
             batch = [queue.popleft() for _ in range(min(limit, len(queue)))]
             self._assign(worker, batch)
             self._batch_size.observe(len(batch))
-            worker.send(RunBatch([(p.request_id, p.payload) for p in batch]))
+            worker.send(RunBatch([(p.request_id, p.payload) for p in batch],
+                                 tuple(p.http_request_id for p in batch)))
         self.admission.depth.set(0)
 
     def cancel_window(self) -> None:

@@ -7,8 +7,8 @@ pickles about as cheaply as the tuple it replaces (the scheduler's per-request o
 measured by benchmarks/scheduler_overhead.py).
 
 Server -> worker:
-    RunBatch      batch runners: run these (request_id, payload) pairs together
-    AddRequest    streaming runners: admit one request
+    RunBatch      batch runners: run these (request_id, payload) pairs together (with their X-Request-IDs)
+    AddRequest    streaming runners: admit one request (with its X-Request-ID)
     CancelRequest streaming runners: drop it (its client went away)
     Stop          close the runner and exit
 Worker -> server:
@@ -25,17 +25,23 @@ from typing import Any
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RunBatch:
-    """items: (request_id, payload) pairs the runner's run_batch takes in one call."""
+    """items: (request_id, payload) pairs the runner's run_batch takes in one call; http_request_ids:
+    the X-Request-ID behind each item (comma-joined when several requests share it; None outside a
+    request), for the worker's log lines of this batch. Why apart from request_id: that one routes the
+    answer and must be unique in the server, which a client's X-Request-ID need not be."""
 
     items: list[tuple[str, Any]]
+    http_request_ids: tuple[str | None, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AddRequest:
-    """request_id: the id its events carry; payload: the runner input."""
+    """request_id: the id its events carry; payload: the runner input; http_request_id: its X-Request-ID,
+    for the worker's log lines of this request (see RunBatch)."""
 
     request_id: str
     payload: Any
+    http_request_id: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
