@@ -205,3 +205,48 @@ def test_a_host_that_rebinds_to_loopback_after_the_check_is_never_reached():
     status, message, lookups, hits = out["public"]
     assert status == 400 and ("fetching the image failed" in message or "REMOTE_IMAGE_TIMEOUT" in message)
     assert lookups == 1 and hits == []
+
+
+LITERAL_SCRIPT = r"""
+import asyncio, json, time
+from media_server.errors import MediaError
+from media_server.vision import images
+from media_server.vision.settings import VisionSettings
+
+fetches = []
+
+async def slow_first_fetch(where, url, knobs):
+    # FAKE fetch: as slow as a first use on a busy host (importing httpx, building its TLS context)
+    fetches.append(url)
+    await asyncio.sleep(10)
+
+images._fetch = slow_first_fetch
+knobs = VisionSettings(allow_remote_images=True, allow_private_image_urls=False, remote_image_timeout=1)
+out = {}
+for url in ("http://127.0.0.1:1/cat.png", "http://[::1]:8080/x.png", "http://169.254.169.254/latest",
+            "http://10.0.0.1/cat.png", "http://localhost:1/cat.png"):
+    fetches.clear()
+    started = time.monotonic()
+    try:
+        asyncio.run(images.load_image("part", url, knobs, 64))
+    except MediaError as exc:
+        out[url] = [exc.status, exc.message, len(fetches), round(time.monotonic() - started, 3)]
+print(json.dumps(out))
+"""
+
+
+def test_an_address_literal_is_refused_before_any_fetch_starts():
+    """A loopback/private/link-local IP in the URL is refused at once, never after a fetch's first-use
+    costs ran out REMOTE_IMAGE_TIMEOUT (which answered "took too long" on a busy host); a host name is
+    still judged when it is resolved, on connecting."""
+    done = subprocess.run([str(media_python()), "-c", LITERAL_SCRIPT], cwd=SERVER_DIR, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    for url, address in (("http://127.0.0.1:1/cat.png", "127.0.0.1"), ("http://[::1]:8080/x.png", "::1"),
+                         ("http://169.254.169.254/latest", "169.254.169.254"), ("http://10.0.0.1/cat.png", "10.0.0.1")):
+        status, message, fetches, seconds = out[url]
+        assert status == 400 and f"resolves to {address}, a loopback/private/link-local" in message, out[url]
+        assert fetches == 0 and seconds < 0.5, out[url]
+    status, message, fetches, _ = out["http://localhost:1/cat.png"]  # a name: to the fetch, which timed out here
+    assert status == 400 and "REMOTE_IMAGE_TIMEOUT=1 s" in message and fetches == 1

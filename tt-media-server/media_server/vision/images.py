@@ -62,11 +62,27 @@ def checked_address(where: str, host: str, port: int) -> str:
     if not infos:
         raise BadInput(f"{where}: host {host!r} resolves to no address")
     for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
-        if not address.is_global:
-            raise BadInput(f"{where}: host {host!r} resolves to {address}, a loopback/private/link-local "
-                           "address; refused (ALLOW_PRIVATE_IMAGE_URLS=1 allows it)")
+        _refuse_if_not_global(where, host, ipaddress.ip_address(info[4][0].split("%")[0]))
     return infos[0][4][0]
+
+
+def _refuse_if_not_global(where: str, host: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> None:
+    if not address.is_global:
+        raise BadInput(f"{where}: host {host!r} resolves to {address}, a loopback/private/link-local "
+                       "address; refused (ALLOW_PRIVATE_IMAGE_URLS=1 allows it)")
+
+
+def _refuse_literal_address(where: str, url: str) -> None:
+    """A URL whose host is an IP address is judged before any fetch starts. Why: that needs no lookup
+    and no connection, and a refusal must not wait on the fetch's first-use costs (importing httpx,
+    building its TLS context: seconds on a busy host), which could otherwise run out
+    REMOTE_IMAGE_TIMEOUT and answer "took too long" for an address that is simply refused."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    try:
+        address = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return  # a name: checked when it is resolved, on connecting (checked_address)
+    _refuse_if_not_global(where, host, address)
 
 
 def _pinned_transport(where: str):
@@ -140,6 +156,9 @@ async def load_image(where: str, url: str, knobs: VisionSettings, max_dimension:
         if not knobs.allow_remote_images:
             raise BadInput(f"{where}: http(s) image URLs are refused here (ALLOW_REMOTE_IMAGES=0); "
                            "send the image as a data: URL")
+        _check_url(where, url)
+        if not knobs.allow_private_image_urls:
+            _refuse_literal_address(where, url)
         try:
             data = await asyncio.wait_for(_fetch(where, url, knobs), timeout=knobs.remote_image_timeout)
         except (asyncio.TimeoutError, TimeoutError):
