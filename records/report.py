@@ -236,10 +236,10 @@ class MediaTierCheck(TypedRecord):
 
 @dataclass
 class MediaRow(TypedRecord):
-    """One media benchmark point (image, speech, cnn or embedding) with its judged tiers."""
+    """One media benchmark point (image, speech, cnn, embedding or vision) with its judged tiers."""
 
     key: str = described("Point name: <kind>_con-<concurrency>.")
-    kind: str = described("Model kind: image, speech, cnn or embedding.")
+    kind: str = described("Model kind: image, speech, cnn, embedding or vision.")
     max_concurrency: int = described("Requests in flight at once.")
     ran: bool = described("The point was measured (false: a perf-reference entry with no point).")
     num_requests: int | None = described("Requests sent.", None)
@@ -252,7 +252,9 @@ class MediaRow(TypedRecord):
     latency_p99_ms: float | None = described("p99 end-to-end latency (ms).", None)
     figures: dict[str, float | None] = described(
         "Headline figures: images_per_s and s_per_step (image), rtf and audio_s_per_s (speech), "
-        "items_per_s (cnn, embedding), latency_p50_ms/latency_p95_ms (all).", factory=dict)
+        "items_per_s (cnn, embedding), images_per_request, prompt_tokens_per_image, prompt_tokens_per_request "
+        "and images_per_s (vision), latency_p50_ms/latency_p95_ms (all); records.media.FIGURE_LEGEND says "
+        "what each is.", factory=dict)
     params: dict = described("Workload parameters of the point (num_inference_steps, batch_items ...).",
                              factory=dict)
     source: str | None = described("perf_reference (has targets) or sweep.", None)
