@@ -31,6 +31,8 @@ METHOD_BOOTSTRAP = "percentile bootstrap over items"
 METHOD_BOOTSTRAP_TWO_SAMPLE = "percentile bootstrap, each run's requests resampled on their own"
 METHOD_ORDER_STATISTIC = "distribution-free order-statistic interval of a quantile"
 METHOD_EXACT = "exact: every item of a fixed set is checked; no wider population is estimated"
+METHOD_WILSON_ZERO = ("Wilson score interval of a rate (shown); against an allowance of 0 the rule is exact over "
+                      "this run's items: one bad item fails, none passes (no sample can bound a rate at 0)")
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,22 @@ def quantile_interval(samples: Sequence[float], q: float) -> Interval | None:
     if not lower or not upper:
         return None
     return Interval(xs[max(lower) - 1], xs[min(upper) - 1], METHOD_ORDER_STATISTIC)
+
+
+def decide_share(count: int, n: int, allowed: float) -> tuple[str, Interval]:
+    """A share that may be at most ``allowed`` (failed requests, answers that changed in a batch), decided on
+    its Wilson interval: pass when the whole interval is at or below the allowance, fail when wholly above.
+
+    Why an allowance of 0 is special: no sample can show a rate of exactly 0 (the interval's high end is
+    above 0 for every n), so such a rule would never pass; it is a rule about this run's items instead --
+    one bad item fails (the interval's low end is then above 0 too), none passes -- and the interval it
+    returns says so in its method. ``n`` 0: nothing to decide (inconclusive)."""
+    interval = wilson(count, n)
+    if n <= 0:
+        return INCONCLUSIVE, interval
+    if allowed <= 0:
+        return (FAIL if count > 0 else PASS), Interval(interval.low, interval.high, METHOD_WILSON_ZERO)
+    return decide(interval, allowed, higher_is_better=False), interval
 
 
 def decide(interval: Interval | None, target: float, higher_is_better: bool) -> str:

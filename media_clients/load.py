@@ -74,7 +74,8 @@ def run_point(run: ClientRun, workload: Workload, concurrency: int, num_requests
         latency_p99_ms=_r(percentile(latencies, 99)), figures=figures,
         first_error=failed[0].error if failed else None,
         requests=[{"request_id": s.answer.request_id, "ms": round(s.answer.elapsed_s * 1000, 3),
-                   "status": s.answer.status, "error_class": s.error_class, "send_time_s": round(at, 6)}
+                   "status": s.answer.status, "error_class": s.error_class, "send_time_s": round(at, 6),
+                   "units": round(s.audio_seconds, 3) if audio else s.items}
                   for s, at in zip(sent, send_times)],
         interrupted="signal" if run.stop.is_set() and not_sent else None,
         work_units=_r(units), cost_unit="audio_s" if audio else "item",

@@ -5,7 +5,9 @@ Points: every perf-reference entry of the spec for its kind (those carry targets
 over concurrencies {1, 2, max_concurrency} for what those did not cover (image generation load at
 several concurrencies; audio real-time factor and latency percentiles; CNN and embeddings
 throughput sweeps). ``mode`` sizes it: smoke = the perf-reference points with few requests,
-ci = + the sweep, full = + twice the requests.
+ci = + the sweep, full = + twice the requests. In ci and full a perf-reference point sends at least
+``MIN_DECIDING_SAMPLES`` requests (whole rounds of its concurrency): the report decides each target
+on a 95% interval over the point's requests, and fewer cannot decide one.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from contracts.server_state import ServerStateSampler  # noqa: E402
 from contracts.model_spec import ModelSpec  # noqa: E402
 from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper  # noqa: E402
 from media_clients.load import run_point  # noqa: E402
+from records.judge import MIN_DECIDING_SAMPLES  # noqa: E402
 from records.media import point_file_name  # noqa: E402
 from media_clients.workloads import spec_params, workload_for  # noqa: E402
 
@@ -47,8 +50,8 @@ def plan_points(spec: ModelSpec, kind: str, mode: str) -> list[PlannedPoint]:
         n = int(ref.num_prompts or con)
         if mode == "smoke":
             n = max(con, min(n, SMOKE_REQUESTS * con))
-        elif mode == "full":
-            n *= 2
+        else:
+            n = max(n * (2 if mode == "full" else 1), -(-MIN_DECIDING_SAMPLES // con) * con)
         points.append(PlannedPoint(con, n, {**base, **ref.params}, "perf_reference"))
     if mode != "smoke" or not points:
         covered = {p.concurrency for p in points}

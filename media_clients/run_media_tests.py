@@ -20,7 +20,7 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
 
 from media_clients import data  # noqa: E402
 from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper, now_iso  # noqa: E402
-from media_clients.invariance import INVARIANCE_CASES  # noqa: E402
+from media_clients.invariance import INVARIANCE_CASES, Divergence, Diverged  # noqa: E402
 from media_clients.transport import Answer, MediaHttp  # noqa: E402
 from media_clients.vision import VISION_CASES  # noqa: E402
 from media_clients.workloads import (CnnWorkload, EmbeddingWorkload, ImageWorkload, SpeechWorkload,  # noqa: E402
@@ -61,7 +61,7 @@ def expect_error_body(answer: Answer) -> None:
 class Case:
     name: str
     markers: tuple[str, ...]
-    body: Callable[[ClientRun], None]
+    body: Callable[[ClientRun], Divergence | None]  # an invariance case returns its counts
 
 
 # ----------------------------------------------------------------------------- shared cases
@@ -267,8 +267,11 @@ def _vision_case(check: Callable[[MediaHttp, str], None]) -> Callable[[ClientRun
 
 
 def _invariance(kind: str) -> tuple[Case, ...]:
-    """The kind's batch-invariance cases (``media_clients.invariance``)."""
-    return tuple(Case(name, markers, _vision_case(check)) for name, markers, check in INVARIANCE_CASES.get(kind, ()))
+    """The kind's batch-invariance cases (``media_clients.invariance``), judged against the spec's
+    ``max_batch_divergence``."""
+    def body(check) -> Callable[[ClientRun], Divergence]:
+        return lambda run: check(run.http, run.served_model_name, run.spec.device_model_spec.max_batch_divergence)
+    return tuple(Case(name, markers, body(check)) for name, markers, check in INVARIANCE_CASES.get(kind, ()))
 
 
 KIND_CASES: dict[str, tuple[Case, ...]] = {
@@ -320,18 +323,23 @@ def run_case(run: ClientRun, case: Case, blocked: str | None) -> CaseResult:
     if blocked:
         return CaseResult(case.name, "skipped", 0.0, blocked, list(case.markers))
     started = time.monotonic()
+    counts = None
     try:
-        case.body(run)
+        counts = case.body(run)
         outcome, message = "passed", None
     except AssertionError as exc:  # CaseFailed, and the kind modules' own check failures
         outcome, message = "failed", str(exc).splitlines()[0][:400]
+        counts = exc.divergence if isinstance(exc, Diverged) else None
     except CaseSkipped as exc:
         outcome, message = "skipped", str(exc)
     except data.DataUnavailable as exc:
         outcome, message = "error", f"test data unavailable: {exc}"
     except Exception as exc:  # noqa: BLE001 - a broken case is an error, never a pass
         outcome, message = "error", f"{type(exc).__name__}: {exc}"[:400]
-    return CaseResult(case.name, outcome, round(time.monotonic() - started, 3), message, list(case.markers))
+    measured = counts if isinstance(counts, Divergence) else None
+    return CaseResult(case.name, outcome, round(time.monotonic() - started, 3), message, list(case.markers),
+                      divergent=measured.divergent if measured else None,
+                      compared=measured.compared if measured else None)
 
 
 def write_junit(path: Path, record: TestsRecord) -> None:

@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from contracts.intervals import INCONCLUSIVE, Interval, bootstrap_ratio, decide as decide_interval
+from contracts.intervals import FAIL, INCONCLUSIVE, PASS, Interval, bootstrap_ratio, decide as decide_interval, decide_share
 from records.bench import BenchPoint, format_classes
 from contracts.model_spec import ModelSpec, metric_higher_is_better, read_known_issues
 from records.report import (
@@ -168,9 +168,48 @@ def max_error_rate(spec: ModelSpec) -> tuple[float, str | None]:
     return float(value), None
 
 
-def errors_within(error_rate: float | None, allowed: float) -> bool:
-    """A point's error rate is acceptable when it is known and not above the allowance."""
-    return error_rate is not None and error_rate <= allowed
+def errors_within(error_rate: float | None, allowed: float, requests: int | None = None) -> bool:
+    """A point's error rate is acceptable when it is known and not clearly above the allowance: with
+    the point's request count, not failed on its 95% Wilson interval (``contracts.intervals.decide_share``:
+    an allowance of 0 takes no failed request); without it, not above the allowance."""
+    if error_rate is None:
+        return False
+    if not requests or allowed <= 0:
+        return error_rate <= allowed
+    return decide_share(round(error_rate * requests), requests, allowed)[0] != FAIL
+
+
+ERROR_RATE_UNDECIDED = ("the 95% interval of the failed share holds max_error_rate: more requests can decide it "
+                        "(mode=full)")
+
+
+def error_rate_check(item: str, failed: int, total: int, allowed: float, fail_detail: str,
+                     category: str = "benchmarks") -> Check:
+    """The error-rate rule of one point as a check: the failed share (failed and never-sent requests over
+    all its requests) against the spec's max_error_rate, decided on its 95% Wilson interval
+    (``contracts.intervals.decide_share``: an allowance of 0 fails on one failed request and passes on
+    none). A point with no request at all fails: nothing shows it works. Required for every status."""
+    name = f"error_rate {item}"
+    if total <= 0:
+        return Check(name=name, category=category, item=item, required=True, n=0, target=allowed,
+                     decision=FAIL, detail=fail_detail)
+    decision, interval = decide_share(failed, total, allowed)
+    return Check(name=name, category=category, item=item, required=True, value=round(failed / total, 6),
+                 ci95=interval.as_list(), ci_method=interval.method, n=total, target=allowed, decision=decision,
+                 detail={FAIL: fail_detail, INCONCLUSIVE: ERROR_RATE_UNDECIDED}.get(decision))
+
+
+def benchmark_error_check(row: BenchmarkRow, allowed: float) -> Check:
+    failed = sum(row.failures_by_class.values()) or (row.failed or 0)
+    return error_rate_check(row.key, failed, (row.completed or 0) + failed, allowed, error_rate_detail(row, allowed))
+
+
+def media_error_check(row: MediaRow, allowed: float) -> Check:
+    total = row.num_requests or 0
+    failed = total - (row.completed or 0)
+    classes = format_classes(row.failures_by_class) or "unclassified"
+    return error_rate_check(row.key, failed, total, allowed,
+                            f"{failed} of {total} requests failed ({classes}) > allowed {allowed:g}")
 
 
 def error_rate_detail(row: BenchmarkRow, allowed: float) -> str:
@@ -218,14 +257,14 @@ def check_tier(tier: str, required: bool, targets: dict[str, Any] | None,
             ok = value >= target if higher else value <= target
         setattr(check, f"{name}_pass", ok)
         outcomes.append(ok)
-    check.error_rate_pass = errors_within(point.metrics.error_rate, max_error_rate)
+    check.error_rate_pass = errors_within(point.metrics.error_rate, max_error_rate, point.requests_total())
     check.passed = all(outcomes) and check.error_rate_pass if outcomes else None
     return check
 
 
 def check_metric_tier(tier: str, required: bool, targets: dict[str, Any] | None,
                       measured: dict[str, float | None] | None, error_rate: float | None,
-                      max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> MediaTierCheck:
+                      max_error_rate: float = DEFAULT_MAX_ERROR_RATE, requests: int | None = None) -> MediaTierCheck:
     """``check_tier``'s rules for named metrics (media points): a null target is not checked, a
     target without a measurement fails, a measured 0 is a measurement, and a point whose error
     rate exceeds the allowance fails every tier that sets a target. ``measured`` None: the point
@@ -247,30 +286,84 @@ def check_metric_tier(tier: str, required: bool, targets: dict[str, Any] | None,
         if not ok:
             check.failed_metrics.append(name)
         outcomes.append(ok)
-    check.error_rate_pass = errors_within(error_rate, max_error_rate)
+    check.error_rate_pass = errors_within(error_rate, max_error_rate, requests)
     check.passed = (all(outcomes) and check.error_rate_pass) if outcomes else None
     return check
 
 
-def media_blockers(rows: Iterable[MediaRow], tiers: list[str], max_error_rate: float) -> list[Blocker]:
-    """Blockers of media points: failed requests beyond the allowance (any status), a required
-    perf-reference point not run, a required tier missed."""
+def media_tier_checks(row: MediaRow, tier: MediaTierCheck, required: bool, error_rate_failed: bool = False,
+                      smoke: bool = False) -> list[tuple[str, Check, bool]]:
+    """One check per target a media tier sets, decided on the figure's 95% interval (``row.ci95``, from
+    the point's per-request rows: ``records.media_estimates``), with ``tier_target_checks``' rules: a
+    point that did not run is inconclusive (its own blocker fails a required tier), a figure without a
+    measurement fails, the interval decides, a point whose error rate fails its check fails every target
+    its interval did not already fail, and no interval is inconclusive. In a smoke run an inconclusive
+    target is shown, not required (a smoke point's few requests only prove the path works)."""
     out = []
+    for metric, target in tier.targets.items():
+        value = row.figures.get(metric) if row.ran else None
+        ci, n = row.ci95.get(metric), row.samples.get(metric, row.completed)
+        missed, detail = False, None
+        if not row.ran:
+            decision, detail = INCONCLUSIVE, "the point did not run"
+        elif metric in tier.missing or value is None:
+            decision, missed, detail = FAIL, True, f"{metric} not measured"
+        else:
+            decision = (INCONCLUSIVE if ci is None else
+                        decide_interval(Interval(ci[0], ci[1], ""), target, metric_higher_is_better(metric)))
+            missed = decision == FAIL
+            if error_rate_failed and decision != FAIL:
+                decision, detail = FAIL, ("the point's error rate exceeds max_error_rate: a target met by the "
+                                          "requests that succeeded is not met")
+            elif ci is None:
+                detail = (f"{n or 0} completed requests: fewer than {MIN_DECIDING_SAMPLES}, or no per-request rows "
+                          f"for {metric}, cannot decide it; more requests can (mode=ci, full)")
+            elif decision == INCONCLUSIVE:
+                detail = "the 95% interval holds the target: more requests can decide it (mode=full)"
+        needed = required
+        if smoke and row.ran and decision == INCONCLUSIVE:
+            needed, detail = False, f"{detail}; a smoke run cannot decide it: not required (mode=ci decides it)"
+        out.append((metric, Check(name=f"{metric} {row.key} {tier.tier}", category="benchmarks", item=row.key,
+                                  required=needed, value=value, ci95=ci,
+                                  ci_method=row.ci_methods.get(metric) if ci else None, n=n, target=target,
+                                  decision=decision, detail=detail), missed))
+    return out
+
+
+def media_checks(rows: Iterable[MediaRow], tiers: list[str], max_error_rate: float,
+                 smoke: bool = False) -> tuple[list[Check], list[Blocker]]:
+    """Checks and blockers of media points: the error-rate rule of every point that ran (any status), and
+    every tier target decided on its interval; a required perf-reference point not run, or a required
+    target whose whole interval misses it, blocks."""
+    checks, out = [], []
     for row in rows:
-        if row.ran and not errors_within(row.error_rate, max_error_rate):
-            classes = format_classes(row.failures_by_class) or "unclassified"
-            out.append(Blocker("benchmarks", row.key, f"{row.failed or 0} of {row.num_requests or 0} requests "
-                                                      f"failed ({classes}) > allowed {max_error_rate:g}"))
-        for check in row.tiers:
-            if check.tier not in tiers:
+        error_failed = False
+        if row.ran:
+            error = media_error_check(row, max_error_rate)
+            checks.append(error)
+            error_failed = error.decision == FAIL
+            if error_failed:
+                out.append(Blocker("benchmarks", row.key, error.detail or ""))
+        for tier in row.tiers:
+            required = tier.tier in tiers
+            decided = media_tier_checks(row, tier, required, error_failed, smoke)
+            checks.extend(c for _, c, _ in decided)
+            if not required:
                 continue
             if not row.ran:
-                out.append(Blocker("benchmarks", row.key, "perf-reference point was not run", check.tier))
-            elif check.passed is False and (check.failed_metrics or check.missing):
-                parts = [f"{m} {row.figures.get(m)} vs target {check.targets[m]:g}" for m in check.failed_metrics]
-                parts += [f"{m} not measured" for m in check.missing]
-                out.append(Blocker("benchmarks", row.key, f"{check.tier}: " + "; ".join(parts), check.tier))
-    return out
+                out.append(Blocker("benchmarks", row.key, "perf-reference point was not run", tier.tier))
+                continue
+            parts = [f"{c.name.split()[0]} not measured" if c.value is None else
+                     f"{c.name.split()[0]} {_fmt_num(c.value)} vs target {c.target:g}"
+                     + (f" (95% CI {_fmt_ci(c.ci95)}, n={c.n})" if c.ci95 else "")
+                     for _, c, missed in decided if missed]
+            if parts:
+                out.append(Blocker("benchmarks", row.key, f"{tier.tier}: " + "; ".join(parts), tier.tier))
+    return checks, out
+
+
+def _fmt_num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
 
 
 def _target(value: Any) -> float | None:
@@ -386,12 +479,17 @@ def decide(
     media: Iterable[MediaRow] = (),
     comparison: Comparison | None = None,
     points_chosen: str | None = None,
+    section_checks: Iterable[Check] = (),
+    mode: str | None = None,
 ) -> Verdict:
     """Collect blockers, apply waivers, and return the verdict.
 
     ``points_chosen`` names why a ``benchmarks`` run measured only the points its user chose
     (``points=``, ``workload=``): perf-reference points it left out are then not blockers, and
-    their checks stay visible as ``waived`` with that reason (a release never passes this)."""
+    their checks stay visible as ``waived`` with that reason (a release never passes this).
+    ``section_checks`` are the judged numbers of the tests and stress records
+    (``records.section_checks``), each with the decision its record made; ``mode`` is the run's
+    (smoke, ci, full): a smoke run does not require a media target its few requests cannot decide."""
     status = normalise_status(model_status)
     tiers = required_tiers(status)
     need_evals = evals_required(status)
@@ -402,11 +500,13 @@ def decide(
         notes.append(f"unknown model status {model_status!r}: treated as EXPERIMENTAL")
     raw: list[Blocker] = []
 
-    too_many_errors = [row for row in benchmarks if not errors_within(row.error_rate, max_error_rate)]
+    error_checks = {row.key: benchmark_error_check(row, max_error_rate) for row in benchmarks}
+    too_many_errors = [row for row in benchmarks if error_checks[row.key].decision == FAIL]
     media = list(media)
+    media_decided, media_raw = media_checks(media, tiers, max_error_rate, smoke=mode == "smoke")
     explained = _explained_sections(targets, evals, tests, stress_tests)
-    if too_many_errors or any(not errors_within(r.error_rate, max_error_rate) or any(
-            t.passed is False for t in r.tiers) for r in media if r.ran):
+    if too_many_errors or any(b.tier is None for b in media_raw) or any(
+            t.passed is False for r in media if r.ran for t in r.tiers):
         explained.add("benchmarks")
     for step in steps:
         if step.name == "reports" or step.status != "failed":
@@ -423,6 +523,7 @@ def decide(
 
     checks: list[Check] = []
     if benchmarks_judged:
+        checks.extend(error_checks.values())
         for row in too_many_errors:
             raw.append(Blocker("benchmarks", row.key, error_rate_detail(row, max_error_rate)))
         for row in targets:
@@ -442,7 +543,8 @@ def decide(
                 detail = _tier_failure_detail(row, check, {key for key, _, missed in decided if missed})
                 if detail is not None:
                     raw.append(Blocker("benchmarks", row.key, detail, check.tier))
-        raw.extend(media_blockers(media, tiers, max_error_rate))
+        checks.extend(media_decided)
+        raw.extend(media_raw)
         if points_chosen and any(not row.ran for row in targets):
             notes.append(f"perf-reference targets not judged: {points_chosen}")
 
@@ -464,12 +566,16 @@ def decide(
             if serving is not None:
                 checks.append(serving)
 
+    section_checks = list(section_checks)
     for name, section in (("tests", tests), ("stress_tests", stress_tests)):
+        numbered = [c for c in section_checks if c.category == name]
+        checks.extend(numbered)
         for item in section.items:
             if item.passed is False:
                 raw.append(Blocker(name, item.name, item.detail or f"status {item.status}"))
-            elif item.passed is None and (item.status or "").lower() == "inconclusive":
-                # e.g. an endurance run too short to bound a p99 per slice: shown, and the run is not a PASS
+            elif item.passed is None and (item.status or "").lower() == "inconclusive" and not any(
+                    c.item == item.name and c.required and c.decision == INCONCLUSIVE for c in numbered):
+                # undecided without a number that says why: shown, and the run is not a PASS
                 checks.append(Check(name=f"{name} {item.name}", category=name, item=item.name, required=True,
                                     decision="inconclusive", detail=item.detail))
 
@@ -625,7 +731,8 @@ def _eval_detail(ev: EvalRow) -> str:
 
 
 __all__ = ["TIERS", "STATUS_TIERS", "check_tier", "target_estimates", "target_decision", "tier_target_checks",
-           "MIN_DECIDING_SAMPLES", "check_metric_tier", "media_blockers", "decide", "eval_check", "serving_check_of",
+           "MIN_DECIDING_SAMPLES", "check_metric_tier", "media_tier_checks", "media_checks", "decide", "eval_check", "serving_check_of",
            "judge_comparison",
            "required_tiers", "evals_required",
-           "parse_waivers", "Waiver", "max_error_rate", "error_rate_detail", "measured_values"]
+           "parse_waivers", "Waiver", "max_error_rate", "error_rate_detail", "measured_values", "error_rate_check",
+           "benchmark_error_check", "media_error_check"]

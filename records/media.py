@@ -90,8 +90,9 @@ class MediaPoint(TypedRecord):
     requests: list = described("Every sent request in completion order: request_id (the X-Request-ID the server "
                                "logs on each line of that request), ms (end-to-end latency), status (HTTP status, "
                                "null when none came), error_class (null when it succeeded), send_time_s (when it "
-                               "was sent: the client's time.perf_counter, the clock of server_state.origin_perf_s).",
-                               factory=list)
+                               "was sent: the client's time.perf_counter, the clock of server_state.origin_perf_s), "
+                               "units (work it carried in cost_unit: items, or seconds of audio); the report's 95% "
+                               "intervals of the figures are made from these rows.", factory=list)
     interrupted: str | None = described("Signal that stopped the point early, if any.", None)
     server_state: dict | None = described(
         "The server's /metrics sampled about once a second during the point (contracts/server_state.py): "

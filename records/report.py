@@ -257,6 +257,14 @@ class MediaRow(TypedRecord):
         "what each is.", factory=dict)
     params: dict = described("Workload parameters of the point (num_inference_steps, batch_items ...).",
                              factory=dict)
+    ci95: dict[str, list[float]] = described(
+        "Figure -> 95% interval [low, high] from the point's per-request rows (records/media_estimates.py: a "
+        "bootstrap over the completed requests for means and throughputs, order statistics for latency "
+        "percentiles; the method per figure in ci_methods); absent with fewer than 8 completed requests or "
+        "without the rows a figure needs, and then its target checks are inconclusive.", factory=dict)
+    samples: dict[str, int] = described("Figure -> completed requests behind its value and interval.",
+                                        factory=dict)
+    ci_methods: dict[str, str] = described("Figure -> how its ci95 was made.", factory=dict)
     source: str | None = described("perf_reference (has targets) or sweep.", None)
     tiers: list[MediaTierCheck] = described("Tiers from the performance reference, judged.", factory=list,
                                             record_list=MediaTierCheck)

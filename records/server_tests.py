@@ -22,6 +22,10 @@ class CaseResult(TypedRecord):
     message: str | None = described("first line of the failure, error or skip reason", None)
     markers: list[str] = described("the case's markers (what --workflow-args markers= selects on)",
                                    factory=list)
+    divergent: int | None = described("invariance cases: inputs whose answer alone differed from their answer "
+                                      "under load (null: not an invariance case)", None)
+    compared: int | None = described("invariance cases: comparisons of an answer alone vs under load (the n of "
+                                     "the divergence rate)", None)
 
 
 @dataclass
@@ -46,11 +50,22 @@ class TestsRecord(TypedRecord):
     junit_xml: str = described("JUnit XML path relative to the run directory", "tests/junit.xml")
     pytest_command: str = described("the pytest command line (secrets are in the environment, not here)", "")
     cases: list[CaseResult] = described("every collected case", factory=list, record_list=CaseResult)
+    batch_divergent: int | None = described("answers that changed under load, over the invariance cases that ran "
+                                            "(null: none ran)", None)
+    batch_compared: int | None = described("comparisons alone vs under load over those cases (the rate's n)", None)
+    batch_divergence_rate: float | None = described(
+        "batch_divergent / batch_compared: judged against the spec's max_batch_divergence on its 95% Wilson "
+        "interval (an allowance of 0: one changed answer fails, none passes)", None)
 
     def summarise(self) -> None:
         """Fill counts, status, passed and detail from ``cases``."""
         self.counts = {o: sum(1 for c in self.cases if c.outcome == o) for o in OUTCOMES}
         bad = [c.name for c in self.cases if c.outcome in ("failed", "error")]
+        measured = [c for c in self.cases if c.compared and c.outcome in ("passed", "failed")]
+        self.batch_divergent = sum(c.divergent or 0 for c in measured) if measured else None
+        self.batch_compared = sum(c.compared for c in measured) if measured else None
+        self.batch_divergence_rate = (round(self.batch_divergent / self.batch_compared, 6)
+                                      if measured else None)
         self.passed = not bad and self.counts["passed"] > 0
         self.status = "passed" if self.passed else "failed"
         parts = [f"{self.counts[o]} {o}" for o in OUTCOMES if self.counts[o]]

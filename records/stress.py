@@ -93,8 +93,10 @@ class StressPointRecord(TypedRecord):
     stopped_reason: str | None = described("why the point stopped before its end, if it did", None)
     windows: list = described("per-window completed/failed/medians/memory of a timed load", factory=list)
     drift: Drift | None = described("latency and memory drift over a timed load", None, record=Drift)
-    checks: dict = described("each judged check -> {value, limit, passed, and for drift: decision, ci, n}; "
-                             "passed is null when the check's interval cannot decide it", factory=dict)
+    checks: dict = described("each judged check -> {value, limit, passed}; error_rate and the drift checks add "
+                             "decision, ci95 (95% interval: Wilson for the error rate, with its ci_method; the "
+                             "drift's own for drift), n and detail; passed is null when the check's interval "
+                             "cannot decide it", factory=dict)
     status: str = described("passed, failed, or inconclusive (nothing failed, a check could not be decided)",
                             "failed")
     passed: bool | None = described("every check passed (null: inconclusive)", False)

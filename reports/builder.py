@@ -19,6 +19,7 @@ from contracts.workflow_args import parse_workflow_args
 from records.bench import BenchPoint, point_key
 from records.evals import EvalRecord
 from records import judge
+from records.section_checks import section_checks
 from records.server_tests import TestsRecord
 from records.stress import CapacityRecord, StressRecord
 from reports.distributions import from_metrics, from_requests, request_values
@@ -494,8 +495,21 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
         evals_judged=judged["evals"], known_issues=[dataclasses.asdict(k) for k in spec.known_issues],
         record_problems=problems, benchmarks=benchmarks, max_error_rate=allowed_error_rate,
         notes=[allowance_note] if allowance_note else [], media=media, comparison=record.comparison,
-        points_chosen=_points_chosen(workflow, cli_args))
+        points_chosen=_points_chosen(workflow, cli_args), mode=_run_mode(cli_args),
+        section_checks=section_checks(test_records.get("tests_record.json"), stress_records.get("stress_record.json"),
+                                      stress_records.get("capacity_record.json"),
+                                      spec.device_model_spec.max_batch_divergence))
     return record
+
+
+def _run_mode(cli_args: dict[str, Any]) -> str | None:
+    """The run's mode (smoke, ci, full) from its --workflow-args; None when it gave none or they do not parse."""
+    try:
+        args = parse_workflow_args(_str(cli_args.get("workflow_args")))
+    except ValueError:
+        return None
+    mode = args.get("mode")
+    return str(mode) if mode else None
 
 
 def _points_chosen(workflow: str | None, cli_args: dict[str, Any]) -> str | None:

@@ -3,7 +3,9 @@
 Why separate from the LLM rows: a media point has no ISL/OSL/TTFT; its figures are named
 metrics (images_per_s, s_per_step, rtf, items_per_s, latency_p50_ms) and so are its targets.
 Points are read through their own record (``records.media.MediaPoint``) and judged by
-``judge.check_metric_tier`` with the model status's required tiers, exactly as LLM points.
+``judge.check_metric_tier`` with the model status's required tiers, exactly as LLM points; each
+figure carries its 95% interval from the point's per-request rows (``records.media_estimates``), on
+which the verdict decides every target (``judge.media_tier_checks``).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from contracts.model_spec import ModelSpec, PerfReference
 from contracts.typed_record import RecordError
 from records import judge
 from records.media import MEDIA_KINDS, MediaPoint
+from records.media_estimates import figure_estimates
 from records.report import TIERS, MediaRow
 from reports.timelines import media_timeline
 
@@ -39,6 +42,16 @@ def _tier_targets(ref: PerfReference, tier: str) -> dict[str, Any]:
 
 
 def _row(run_dir: Path, path: Path, point: MediaPoint) -> MediaRow:
+    row = _point_row(run_dir, path, point)
+    for name, est in figure_estimates(point).items():
+        row.samples[name] = est.n
+        if est.interval is not None:
+            row.ci95[name] = est.interval.as_list()
+            row.ci_methods[name] = est.interval.method
+    return row
+
+
+def _point_row(run_dir: Path, path: Path, point: MediaPoint) -> MediaRow:
     return MediaRow(key=media_key(point.kind, point.max_concurrency), kind=point.kind,
                     max_concurrency=point.max_concurrency, ran=True, num_requests=point.num_requests,
                     completed=point.completed, failed=point.failed, error_rate=point.error_rate,
@@ -73,5 +86,5 @@ def read_media(run_dir: Path, spec: ModelSpec, problems: list[str], max_error_ra
             if targets:
                 row.tiers.append(judge.check_metric_tier(
                     tier, tier in required, targets, row.figures if row.ran else None, row.error_rate,
-                    max_error_rate))
+                    max_error_rate, row.num_requests))
     return sorted(rows.values(), key=lambda r: (r.kind, r.max_concurrency))

@@ -14,9 +14,14 @@ def _first_line(text: str | None) -> str | None:
     return line[:400] or None
 
 
+def _count(text: str | None) -> int | None:
+    return int(text) if text is not None and text.strip().isdigit() else None
+
+
 def read_cases(path: Path) -> list[CaseResult]:
     """One CaseResult per <testcase>; the outcome comes from its failure/error/skipped child, the
-    markers from the ``markers`` property the suite's conftest attaches to every case."""
+    markers from the ``markers`` property the suite's conftest attaches to every case, and an
+    invariance case's ``divergent`` / ``compared`` counts from the properties it records."""
     root = ET.parse(path).getroot()
     out = []
     for case in root.iter("testcase"):
@@ -33,5 +38,6 @@ def read_cases(path: Path) -> list[CaseResult]:
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         markers = [m for m in (props.get("markers") or "").split(",") if m]
         out.append(CaseResult(name=node, outcome=outcome, duration_s=float(case.get("time") or 0.0),
-                              message=message, markers=markers))
+                              message=message, markers=markers, divergent=_count(props.get("divergent")),
+                              compared=_count(props.get("compared"))))
     return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import Counter
 
 from benchmarking.metrics import RequestRecord
-from contracts.intervals import FAIL, PASS
+from contracts.intervals import FAIL, PASS, decide_share
 from stress_tests.args import StressArgs
 from stress_tests.drift import latency_drift, memory_drift
 from stress_tests.driver import STOPPED_EARLY, LoadRun
@@ -68,6 +68,19 @@ def _decided(value: float | None, limit: float, decision: str, ci: list | None, 
             "decision": decision, "ci95": ci, "n": n, "detail": detail}
 
 
+def error_rate_check(failed: int, judged: int, limit: float) -> dict:
+    """The failed share of the requests the server answered or broke (cuts of an early stop left out),
+    decided on its 95% Wilson interval against ``limit`` (``contracts.intervals.decide_share``: with a limit
+    of 0 one failed request fails and none passes)."""
+    decision, interval = decide_share(failed, judged, limit)
+    rate = round(failed / judged, 4) if judged else 0.0
+    detail = (f"error rate {rate:.1%} ({failed} of {judged} failed; 95% CI {interval.low:.1%}..{interval.high:.1%}) "
+              f"against max_error_rate {limit:g}")
+    out = _decided(rate, limit, decision, interval.as_list(4), judged, detail)
+    out["ci_method"] = interval.method
+    return out
+
+
 def _check(value: float | None, limit: float, passed: bool | None = None) -> dict:
     ok = passed if passed is not None else (value is not None and value <= limit)
     return {"value": value, "limit": limit, "passed": ok}
@@ -101,7 +114,7 @@ def point_record(name: str, mode: str, point, run: LoadRun, args: StressArgs, st
         e2el_ms=distribution([r.latency * 1000 for r in ok if r.latency is not None]),
         saturation=dict(run.saturation.__dict__) if run.saturation else None,
         stopped_reason=run.stopped_reason, windows=windows)
-    checks = {"error_rate": _check(rec.error_rate, args.max_error_rate),
+    checks = {"error_rate": error_rate_check(len(failed), judged, args.max_error_rate),
               "completed_any": _check(float(len(ok)), 1.0, passed=bool(ok))}
     if mode == "endurance":
         rec.drift, drift_checks = judged_drift(run, windows, args, memory_source, memory_what)

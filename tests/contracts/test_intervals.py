@@ -12,6 +12,7 @@ from contracts.intervals import (
     Interval,
     bootstrap_ratio,
     decide,
+    decide_share,
     from_stderr,
     percentile,
     quantile_interval,
@@ -99,3 +100,19 @@ def test_bootstrap_ratio_of_means_resamples_each_run_and_covers_the_true_ratio()
 def test_a_bootstrap_of_one_item_is_refused_not_a_zero_width_certainty():
     with pytest.raises(ValueError, match="at least 2 items"):
         bootstrap_ratio([3.0], [10.0])
+
+
+def test_a_share_against_its_allowance_is_decided_on_the_wilson_interval():
+    # 0 of 100 bad: Wilson high 3.7% clears an allowance of 5%; 0 of 8 (high 32%) cannot
+    assert decide_share(0, 100, 0.05)[0] == PASS
+    decision, interval = decide_share(0, 8, 0.05)
+    assert decision == INCONCLUSIVE and interval.as_list(3) == [0.0, 0.324]
+    assert decide_share(6, 8, 0.05)[0] == FAIL          # Wilson low 41% > 5%
+    assert decide_share(1, 8, 0.05)[0] == INCONCLUSIVE  # 12.5% observed, but 2%..47% holds the allowance
+    assert decide_share(0, 0, 0.05)[0] == INCONCLUSIVE
+
+
+def test_an_allowance_of_zero_is_a_rule_about_the_runs_own_items():
+    clean, some = decide_share(0, 4, 0.0), decide_share(1, 400, 0.0)
+    assert clean[0] == PASS and clean[1].high > 0 and "exact" in clean[1].method
+    assert some[0] == FAIL and some[1].low > 0

@@ -69,6 +69,7 @@ def test_plan_points_takes_perf_references_then_sweeps_the_rest():
     ci = plan_points(_spec("image", refs), "image", "ci")
     assert [(p.concurrency, p.source) for p in ci] == [(1, "perf_reference"), (2, "sweep"), (4, "sweep")]
     assert ci[0].params == {"num_inference_steps": 2} and ci[1].params == {"num_inference_steps": 4}
+    assert ci[0].num_requests == 8  # 6 asked for: a target is decided on at least 8 requests
     smoke = plan_points(_spec("image", refs), "image", "smoke")
     assert [(p.concurrency, p.num_requests) for p in smoke] == [(1, 2)]
     assert [p.concurrency for p in plan_points(_spec("cnn", []), "cnn", "smoke")] == [1, 2, 4]

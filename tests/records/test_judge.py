@@ -111,7 +111,14 @@ def test_failed_requests_block_with_their_classes_for_every_status(status):
         ("isl-128_osl-128_con-4", None,
          "isl 128/osl 128/con 4: 3 of 8 requests failed (http_5xx 2, connection_reset 1) > allowed 0")]
     assert all(c.passed is False for c in row.tiers)
-    assert verdict(0.375).result == "PASS"  # within the spec's allowance
+    error = next(c for c in v.checks if c.name == "error_rate isl-128_osl-128_con-4")
+    assert (error.value, error.n, error.decision, error.required) == (0.375, 8, "fail", True)
+    assert error.ci95[0] > 0 and "Wilson" in error.ci_method
+    # 3 of 8 against an allowance of 37.5%: the Wilson interval (14%..69%) holds it, so 8 requests cannot tell
+    undecided = verdict(0.375)
+    assert undecided.result == "INCONCLUSIVE" and not undecided.blockers
+    assert [c.decision for c in undecided.checks if c.name.startswith("error_rate")] == ["inconclusive"]
+    assert verdict(0.75).result == "PASS"  # the whole interval is within the spec's allowance
 
 
 def test_point_with_no_successful_request_names_the_failure_classes():
