@@ -1,5 +1,8 @@
 """Acceptance: turn one run's measurements into a PASS/FAIL verdict with named blockers.
 
+One module over 500 lines on purpose: every rule that turns a benchmark or eval number into a
+decision is read in one place, so the rules below cannot drift apart across files.
+
 Rules (documented in the report legend too):
 
 * The model's status decides which target tiers are enforced: EXPERIMENTAL none, FUNCTIONAL
@@ -12,11 +15,12 @@ Rules (documented in the report legend too):
 * Within a judged section: a perf-reference point that did not run, or a target check that
   fails, blocks when its tier is required; an eval with ``passed: false`` or status
   ``failed``/``error`` blocks; no eval records at all blocks; a failed test/stress record blocks.
-* Failed requests count: every benchmark point whose error rate (failed and never-sent requests
-  over all its requests) exceeds the spec's ``device_model_spec.max_error_rate`` (default 0)
-  blocks, whatever the status, with a blocker naming the failure classes and counts; and every
-  tier with targets fails at that point (``check_tier``), since a target met by the requests
-  that happened to succeed is not met.
+* Failed requests count: every benchmark point's error rate (failed and never-sent requests over
+  all its requests) is a check against the spec's ``device_model_spec.max_error_rate`` (default 0),
+  decided on its 95% Wilson interval (``error_rate_check``; an allowance of 0 is exact: one failed
+  request fails, none passes). A point whose rate clearly exceeds it blocks, whatever the status,
+  with a blocker naming the failure classes and counts; and every tier with targets fails at that
+  point (``check_tier``), since a target met by the requests that happened to succeed is not met.
 * ``check_tier`` is the only place that decides whether a tier passes; the benchmarks workflow
   calls it too for its own console table.
 * A manifest step with status ``failed`` blocks (the numbers after a crash are partial), unless
@@ -27,6 +31,12 @@ Rules (documented in the report legend too):
   when its whole interval misses it; a target whose interval holds it (or a point with fewer than
   ``MIN_DECIDING_SAMPLES`` requests) is inconclusive. ``check_tier`` keeps the point-value view for
   the benchmarks console table.
+* Media tier targets are decided the same way (``media_tier_checks``) on the figures' intervals from
+  the point's per-request rows (``records.media_estimates``); in a smoke run an undecided media
+  target is shown, not required.
+* The tests and stress records' judged numbers (divergence rate, error rates, drift, capacity
+  goodput: ``records.section_checks``) are checks with the decisions their records made; an
+  inconclusive record without such a number is still listed as an inconclusive check.
 * Numbers decided on their 95% interval (evals, benchmark targets) are listed in ``verdict.checks``: a
   ``fail`` is a blocker; an ``inconclusive`` check is required unless the run's mode is
   ``smoke`` (a smoke run only proves the path works: its samples are too few to decide a

@@ -380,18 +380,36 @@ class Waived(TypedRecord):
 class Check(TypedRecord):
     """One number the verdict decided on its interval."""
 
-    name: str = described("What was checked, e.g. 'accuracy tt_offline_mc' (category, item).")
-    category: str = described("Section: evals, benchmarks, ...")
-    item: str = described("Eval task or point key.")
+    name: str = described("What was checked: '<metric> <item> [<tier>]', e.g. 'ttft_ms isl-128_osl-32_con-1 "
+                          "complete', 'images_per_s image_con-1 functional', 'error_rate <point>', "
+                          "'batch_divergence <tests record>', 'latency_p99_drift_pct <stress point>', "
+                          "'capacity goodput <metric> <level>', 'accuracy <task>'.")
+    category: str = described("Section: evals, benchmarks, tests, stress_tests or comparison.")
+    item: str = described("Eval task, point key, or the tests / stress record the check belongs to (what a "
+                          "known_issues waiver names).")
     required: bool = described("The check counts towards the verdict (an inconclusive required check makes "
                                "the run INCONCLUSIVE).")
-    value: float | None = described("The measured value.", None)
-    ci95: list[float] | None = described("95% interval of the value [low, high].", None)
-    ci_method: str | None = described("How ci95 was made.", None)
-    n: int | None = described("Samples behind the value.", None)
-    target: float | None = described("What the interval is compared with.", None)
-    decision: str = described("pass | fail | inconclusive | waived.", "inconclusive")
-    detail: str | None = described("Why it is not required, or what would decide it.", None)
+    value: float | None = described("The measured value: a target metric's mean or figure, a rate (error rate, "
+                                    "batch divergence, goodput) as a share, a drift in %, a score.", None)
+    ci95: list[float] | None = described(
+        "95% interval of the value [low, high]; ci_method says which: a percentile bootstrap over the point's "
+        "per-request records (LLM and media target means and throughputs), an order-statistic interval "
+        "(latency percentiles, endurance p99 drift), a Wilson score interval (error rates, batch divergence, "
+        "capacity goodput), lm-eval's stderr (eval scores), a Student t interval of a slope (memory growth). "
+        "Null with too few samples, or for a pass/fail check that has no number.", None)
+    ci_method: str | None = described("How ci95 was made (the interval named in ci95's description).", None)
+    n: int | None = described("Samples behind the value: requests, items, comparisons, memory samples, or the "
+                              "cases of a pass/fail tests record.", None)
+    target: float | None = described("What the interval is compared with: the tier target, the allowance "
+                                     "(max_error_rate, max_batch_divergence, a drift limit) or the goodput goal.",
+                                     None)
+    decision: str = described(
+        "pass when the whole 95% interval clears the target, fail when it wholly misses it, inconclusive when it "
+        "holds the target or no interval could be made (more samples decide it), waived when a known_issues "
+        "entry covers it. An allowance of 0 (error rate, batch divergence) is exact over the run's items: one "
+        "bad item fails, none passes. A pass/fail check without a number takes its record's outcome.",
+        "inconclusive")
+    detail: str | None = described("Why it is not required, what it missed, or what would decide it.", None)
 
 
 @dataclass

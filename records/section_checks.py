@@ -34,7 +34,7 @@ DRIFT_FIELDS = {
 }
 
 
-def tests_checks(record: TestsRecord, max_batch_divergence: float) -> list[Check]:
+def conformance_checks(record: TestsRecord, max_batch_divergence: float) -> list[Check]:
     """The record's cases as one check, and its divergence rate when invariance cases ran."""
     ran = sum(record.counts.get(o, 0) for o in ("passed", "failed", "error"))
     out = [Check(name=f"tests {record.name}", category="tests", item=record.name, required=True, n=ran,
@@ -126,7 +126,7 @@ def _level(record: CapacityRecord) -> CapacityLevel | None:
 
 def section_checks(tests: TestsRecord | None, stress: StressRecord | None, capacity: CapacityRecord | None,
                    max_batch_divergence: float) -> list[Check]:
-    out = tests_checks(tests, max_batch_divergence) if tests is not None else []
+    out = conformance_checks(tests, max_batch_divergence) if tests is not None else []
     if stress is not None:
         out += stress_checks(stress)
     if capacity is not None:

@@ -95,14 +95,19 @@ def _serve(batch_variant: bool):
 def test_each_case_passes_when_answers_ignore_the_batch_and_fails_when_they_do_not(kind, fake_inputs):
     (name, _, case), = invariance.INVARIANCE_CASES[kind]
     steady, variant = _serve(False), _serve(True)
+    compared = {"embedding": 16, "speech": 4, "cnn": 4}[kind]  # 8 sentences twice, 4 transcripts, 4 photos
     try:
-        case(MediaHttp(steady.url, None), "fake")
-        with pytest.raises(AssertionError, match="alone") as failure:
+        assert case(MediaHttp(steady.url, None), "fake") == invariance.Divergence(0, compared)
+        with pytest.raises(invariance.Diverged, match="alone") as failure:
             case(MediaHttp(variant.url, None), "fake")
+        tolerated = case(MediaHttp(variant.url, None), "fake", 1.0)  # every answer may change: counted, not raised
     finally:
         steady.shutdown()
         variant.shutdown()
     assert name == f"{kind}/batch_invariance" and "vs" in str(failure.value)
+    found = failure.value.divergence
+    assert found.compared == compared and found.divergent >= 1 and f"of {compared} answers changed" in str(failure.value)
+    assert tolerated.compared == compared and tolerated.divergent >= 1
 
 
 def test_the_embedding_threshold_separates_a_changed_direction_from_float_noise():

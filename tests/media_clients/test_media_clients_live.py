@@ -96,6 +96,9 @@ def test_readiness_then_clients_write_their_records(mock_cnn_server, tmp_path):
     assert record["schema"] == "tt-tests-record/1" and record["passed"] is True
     assert record["counts"]["passed"] == 10 and (tmp_path / "tests" / "junit.xml").is_file()
     assert {c["name"]: c["outcome"] for c in record["cases"]}["cnn/batch_invariance"] == "passed"
+    invariance = next(c for c in record["cases"] if c["name"] == "cnn/batch_invariance")
+    assert invariance["divergent"] == record["batch_divergent"] == 0
+    assert invariance["compared"] == record["batch_compared"] >= 1
 
     # The mock's fixed labels are not ImageNet classes: the top-5 eval runs and fails, as it must.
     evals = _client("run_media_evals.py", base, tmp_path)

@@ -82,6 +82,8 @@ def test_suite_passes_on_a_conforming_server(tmp_path):
     # every case of the suite has a defect that must make it fail (checked in the next test)
     assert {_base(c.name) for c in record.cases} == set(DEFECT_FOR_CASE)
     assert any("feature:logprobs" in c.markers for c in record.cases)
+    # the invariance case's counts travel through the JUnit properties into the judged rate
+    assert (record.batch_divergent, record.batch_compared, record.batch_divergence_rate) == (0, 8, 0.0)
 
 
 @pytest.mark.slow
@@ -98,6 +100,7 @@ def test_every_case_fails_against_its_defect(tmp_path):
     assert {_base(c.name) for c in record.cases} == set(DEFECT_FOR_CASE)
     assert all(asked.get(case) for case in DEFECT_FOR_CASE), asked
     assert "failing:" in record.detail
+    assert record.batch_compared == 8 and record.batch_divergent >= 1  # counted even when the case fails
 
 
 @pytest.mark.slow

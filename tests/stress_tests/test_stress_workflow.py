@@ -66,6 +66,7 @@ def test_points_endurance_and_capacity_on_the_stub(stub, tmp_path):
     assert [p.mode for p in stress.points] == ["single", "endurance"]
     single, endurance = stress.points
     assert single.passed and single.completed == single.sent == 2 and single.error_rate == 0
+    assert (single.checks["error_rate"]["decision"], single.checks["error_rate"]["n"]) == ("pass", 2)
     assert single.ttft_ms.p5 <= single.ttft_ms.p50 <= single.ttft_ms.p99 and single.ttft_ms.p50 >= 19
     assert endurance.duration_s >= 3 and endurance.completed > 4 and len(endurance.windows) >= 5
     assert endurance.drift.memory_source == "process_tree" and endurance.drift.memory_first_mb > 1
@@ -96,6 +97,9 @@ def test_failures_are_counted_and_judged(stub, tmp_path):
     (point,) = StressRecord.read(tmp_path / "stress_tests" / "stress_record.json").points
     assert point.failed == 3 and point.error_rate == 0.5 and point.failures_by_class == {"http_5xx": 3}
     assert not point.passed and "error_rate" in point.detail
+    error = point.checks["error_rate"]  # decided on its Wilson interval: 3 of 6 clearly exceed an allowance of 0
+    assert (error["decision"], error["n"], error["limit"]) == ("fail", 6, 0.0) and 0 < error["ci95"][0] < 0.5
+    assert "Wilson" in error["ci_method"] and "3 of 6 failed" in error["detail"]
 
 
 def test_capacity_below_spec_target_fails(stub, tmp_path):
