@@ -56,7 +56,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from contracts.intervals import FAIL, INCONCLUSIVE, PASS, Interval, bootstrap_ratio, decide as decide_interval, decide_share
+from contracts.intervals import (FAIL, INCONCLUSIVE, Interval, bootstrap_ratio, decide as decide_interval,
+                                 decide_share)
 from records.bench import BenchPoint, format_classes
 from contracts.model_spec import ModelSpec, metric_higher_is_better, read_known_issues
 from records.report import (
@@ -741,7 +742,8 @@ def _eval_detail(ev: EvalRow) -> str:
 
 
 __all__ = ["TIERS", "STATUS_TIERS", "check_tier", "target_estimates", "target_decision", "tier_target_checks",
-           "MIN_DECIDING_SAMPLES", "check_metric_tier", "media_tier_checks", "media_checks", "decide", "eval_check", "serving_check_of",
+           "MIN_DECIDING_SAMPLES", "check_metric_tier", "media_tier_checks", "media_checks", "decide", "eval_check",
+           "serving_check_of",
            "judge_comparison",
            "required_tiers", "evals_required",
            "parse_waivers", "Waiver", "max_error_rate", "error_rate_detail", "measured_values", "error_rate_check",

@@ -1,5 +1,5 @@
 """Adaptive sample size: the stop rule on known numbers, then run_benchmarks against the stub, whose
-TTFTs are known (evenly spread over [20, 220] ms: mean 120 ms)."""
+TTFTs are known (evenly spread over [20, 220] ms: mean 120 ms), and the report's verdict on that run."""
 from __future__ import annotations
 
 import json
@@ -8,6 +8,7 @@ import os
 from benchmarking import run_control
 from benchmarking.run_control import SampleGoal, goal_checks, sampling_stop
 from records.bench import STOP_REASONS
+from reports import run_reports
 from tests.benchmarking.test_bench_stub_runs import _run
 from tests.helpers import model_spec
 
@@ -96,3 +97,41 @@ def test_run_benchmarks_samples_until_decided_and_records_why(stub_factory, tmp_
     assert len(rows) == s4["requests"] == rec[4]["metrics"]["completed"]
     assert len({json.loads(r)["request_id"] for r in rows}) == len(rows)  # rounds never reuse an id
     assert "stopped: precision" in p.stdout or "stopped: sample_budget" in p.stdout
+    _the_report_decides_the_same_checks(run_dir, rec)
+
+
+def _the_report_decides_the_same_checks(run_dir, rec):
+    """The run's report.json (built by the reports entry): one check per target with the point's requests as n
+    and its 95% interval; the clearly missed 5 ms target fails the verdict, and with that target met the one
+    sitting on the mean leaves it INCONCLUSIVE."""
+    with open(os.path.join(run_dir, "manifest.json"), "w") as fh:
+        json.dump({"schema": "tt-run-manifest/1", "run_id": "stub-run", "model_id": "stub-id", "workflow": "benchmarks",
+                   "status": "passed", "steps": [{"name": "benchmarks", "status": "passed"}]}, fh)
+
+    def report(expected_exit):
+        assert run_reports.main(["--run-dir", run_dir]) == expected_exit
+        report = json.load(open(os.path.join(run_dir, "reports", "report.json")))
+        return report["verdict"], {c["name"]: c for c in report["verdict"]["checks"]}
+
+    verdict, checks = report(run_reports.EXIT_FAIL)
+    name = "ttft_ms isl-16_osl-4_con-{} functional".format
+    for con, decision in ((1, "pass"), (2, "fail"), (4, "inconclusive")):
+        check = checks[name(con)]
+        assert (check["decision"], check["required"]) == (decision, True), check
+        assert check["n"] == rec[con]["sampling"]["requests"] and check["ci95"][0] <= check["value"] <= check["ci95"][1]
+        assert checks[f"error_rate isl-16_osl-4_con-{con}"]["decision"] == "pass"
+    assert checks[name(2)]["ci95"][0] > 5.0  # the whole interval misses the tightened target
+    assert checks[name(4)]["ci95"][0] <= 120.0 <= checks[name(4)]["ci95"][1]  # the target sits inside it
+    assert verdict["result"] == "FAIL" and [b["item"] for b in verdict["blockers"]] == ["isl-16_osl-4_con-2"]
+    assert "95% CI" in verdict["blockers"][0]["detail"]
+
+    with open(os.path.join(run_dir, "model_spec.json")) as fh:
+        spec = json.load(fh)
+    spec["device_model_spec"]["perf_reference"][1]["targets"]["functional"]["ttft_ms"] = 1000  # con 2: now met
+    with open(os.path.join(run_dir, "model_spec.json"), "w") as fh:
+        json.dump(spec, fh)
+    verdict, checks = report(run_reports.EXIT_INCONCLUSIVE)
+    assert verdict["result"] == "INCONCLUSIVE" and not verdict["blockers"]
+    assert [n for n, c in checks.items() if c["decision"] != "pass"] == [name(4)]
+    md = open(os.path.join(run_dir, "reports", "report.md")).read()
+    assert "VERDICT: INCONCLUSIVE" in md and f"| {name(4)} | yes |" in md and "| INCONCLUSIVE |" in md
