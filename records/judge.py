@@ -195,12 +195,13 @@ ERROR_RATE_UNDECIDED = ("the 95% interval of the failed share holds max_error_ra
 
 
 def error_rate_check(item: str, failed: int, total: int, allowed: float, fail_detail: str,
-                     category: str = "benchmarks") -> Check:
+                     category: str = "benchmarks", label: str | None = None) -> Check:
     """The error-rate rule of one point as a check: the failed share (failed and never-sent requests over
     all its requests) against the spec's max_error_rate, decided on its 95% Wilson interval
     (``contracts.intervals.decide_share``: an allowance of 0 fails on one failed request and passes on
-    none). A point with no request at all fails: nothing shows it works. Required for every status."""
-    name = f"error_rate {item}"
+    none). A point with no request at all fails: nothing shows it works. Required for every status.
+    ``label`` names the point in the check's name when its key is not unique in the run."""
+    name = f"error_rate {label or item}"
     if total <= 0:
         return Check(name=name, category=category, item=item, required=True, n=0, target=allowed,
                      decision=FAIL, detail=fail_detail)
@@ -210,9 +211,20 @@ def error_rate_check(item: str, failed: int, total: int, allowed: float, fail_de
                  detail={FAIL: fail_detail, INCONCLUSIVE: ERROR_RATE_UNDECIDED}.get(decision))
 
 
-def benchmark_error_check(row: BenchmarkRow, allowed: float) -> Check:
-    failed = sum(row.failures_by_class.values()) or (row.failed or 0)
-    return error_rate_check(row.key, failed, (row.completed or 0) + failed, allowed, error_rate_detail(row, allowed))
+def benchmark_error_checks(rows: list[BenchmarkRow], allowed: float) -> list[Check]:
+    """The error-rate check of every point, in ``rows``' order; a point whose key another point shares
+    (another prompt count, a workload of the same shape) is named after its point file."""
+    keys = [row.key for row in rows]
+    out = []
+    for row in rows:
+        failed = sum(row.failures_by_class.values()) or (row.failed or 0)
+        label = None
+        if keys.count(row.key) > 1:
+            label = (row.point_file.rsplit("/", 1)[-1].removesuffix(".json").removeprefix("point_")
+                     if row.point_file else f"{row.key}_n-{row.num_prompts}")
+        out.append(error_rate_check(row.key, failed, (row.completed or 0) + failed, allowed,
+                                    error_rate_detail(row, allowed), label=label))
+    return out
 
 
 def media_error_check(row: MediaRow, allowed: float) -> Check:
@@ -511,8 +523,8 @@ def decide(
         notes.append(f"unknown model status {model_status!r}: treated as EXPERIMENTAL")
     raw: list[Blocker] = []
 
-    error_checks = {row.key: benchmark_error_check(row, max_error_rate) for row in benchmarks}
-    too_many_errors = [row for row in benchmarks if error_checks[row.key].decision == FAIL]
+    error_checks = benchmark_error_checks(benchmarks, max_error_rate)
+    too_many_errors = [row for row, check in zip(benchmarks, error_checks) if check.decision == FAIL]
     media = list(media)
     media_decided, media_raw = media_checks(media, tiers, max_error_rate, smoke=mode == "smoke")
     explained = _explained_sections(targets, evals, tests, stress_tests)
@@ -534,7 +546,7 @@ def decide(
 
     checks: list[Check] = []
     if benchmarks_judged:
-        checks.extend(error_checks.values())
+        checks.extend(error_checks)
         for row in too_many_errors:
             raw.append(Blocker("benchmarks", row.key, error_rate_detail(row, max_error_rate)))
         for row in targets:
@@ -747,4 +759,4 @@ __all__ = ["TIERS", "STATUS_TIERS", "check_tier", "target_estimates", "target_de
            "judge_comparison",
            "required_tiers", "evals_required",
            "parse_waivers", "Waiver", "max_error_rate", "error_rate_detail", "measured_values", "error_rate_check",
-           "benchmark_error_check", "media_error_check"]
+           "benchmark_error_checks", "media_error_check"]

@@ -298,3 +298,13 @@ def test_too_few_requests_are_inconclusive_never_a_pass_and_a_waiver_keeps_it_vi
     waived = _decide(targets=[row], known_issues=[{"workflow": "benchmarks", "task": row.key, "reason": "noisy"}])
     assert waived.result == "PASS" and v.checks[0].name == waived.checks[0].name
     assert waived.checks[0].decision == "waived"
+
+
+def test_points_that_share_a_key_each_get_their_own_error_rate_check():
+    clean = _bench_row(point(90.0, completed=8, n=8))
+    broken = _bench_row(point(90.0, completed=15, failures={"http_5xx": 1}, n=16))
+    clean.point_file, broken.point_file = (f"benchmarks/point_{clean.key}_n-{n}.json" for n in (8, 16))
+    v = _decide(benchmarks=[clean, broken], model_status="EXPERIMENTAL")
+    assert [(c.name, c.decision, c.n) for c in v.checks if c.name.startswith("error_rate")] == [
+        (f"error_rate {clean.key}_n-8", "pass", 8), (f"error_rate {clean.key}_n-16", "fail", 16)]
+    assert v.result == "FAIL" and [b.item for b in v.blockers] == [clean.key]
