@@ -1,7 +1,7 @@
 """The one-item request that proves a media server can serve its model (readiness), stdlib only.
 
 ``/tt-liveness`` says the workers are warm; only a real request of the model's kind proves the
-model answers. The inputs are made here (a small PNG, one second of tone, one sentence, a
+model answers. The inputs are made here (a small PNG, one second of silence, one sentence, a
 one-step image) so the probe needs no data set and runs in the orchestrator's venv.
 """
 from __future__ import annotations
@@ -28,13 +28,14 @@ def tiny_png(side: int = 32) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
-def tone_wav(seconds: float = 1.0, rate: int = 16000) -> bytes:
+def tone_wav(seconds: float = 1.0, rate: int = 16000, amplitude: int = 8000) -> bytes:
+    """A 440 Hz tone as 16-bit mono WAV; ``amplitude=0`` is silence."""
     buffer = io.BytesIO()
     with wave.open(buffer, "wb") as out:
         out.setnchannels(1)
         out.setsampwidth(2)
         out.setframerate(rate)
-        out.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / rate)))
+        out.writeframes(b"".join(struct.pack("<h", int(amplitude * math.sin(2 * math.pi * 440 * i / rate)))
                                  for i in range(int(seconds * rate))))
     return buffer.getvalue()
 
@@ -46,8 +47,11 @@ def one_item(http: MediaHttp, kind: str, model: str, timeout_s: float) -> Answer
         return http.post_json("/v1/images/generations", {"model": model, "prompt": "readiness probe", "seed": 0},
                               timeout_s=timeout_s)
     if kind == SPEECH:
+        # Silence, not a tone: Whisper hears no speech in it and answers at once, while a tone makes it
+        # repeat itself up to its token limit at every fallback temperature (a minute on a busy CPU, which
+        # also taught the server's admission a minute per request, so it refused the first real load).
         return http.post_form("/v1/audio/transcriptions", {"model": model},
-                              {"file": ("probe.wav", tone_wav(), "audio/wav")}, timeout_s=timeout_s)
+                              {"file": ("probe.wav", tone_wav(amplitude=0), "audio/wav")}, timeout_s=timeout_s)
     if kind == CNN:
         return http.post_json("/v1/cnn/search-image", {"model": model, "image": base64.b64encode(tiny_png()).decode(),
                                                        "top_k": 1}, timeout_s=timeout_s)
