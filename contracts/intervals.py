@@ -152,20 +152,21 @@ def percentile(values: Sequence[float], pct: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def quantile_interval(samples: Sequence[float], q: float) -> Interval | None:
+def quantile_interval(samples: Sequence[float], q: float, tail: float = 0.025) -> Interval | None:
     """Distribution-free 95% interval of the ``q`` quantile (0 < q < 1) from order statistics.
 
     With B ~ Binomial(n, q) counting samples below the true quantile, the j-th and k-th smallest
     samples bracket it with probability P(j <= B < k); j is the largest and k the smallest index
     that keep each tail at 2.5%. None when the sample is too small to bound the quantile on both
     sides (a p99 from fewer than ~370 samples has no upper bound), which a caller must treat as
-    inconclusive.
+    inconclusive. ``tail``: the miss allowed on each side; a caller that combines two intervals
+    into one 95% statement passes 0.0125 (each interval then misses with at most 2.5%, both
+    together with at most 5%).
     """
     xs = sorted(samples)
     n = len(xs)
-    if n == 0 or not 0 < q < 1:
+    if n == 0 or not 0 < q < 1 or not 0 < tail < 0.5:
         return None
-    tail = 0.025
     cdf = _binomial_cdfs(n, q)
     lower = [j for j in range(1, n + 1) if cdf[j - 1] <= tail]       # P(B < j) <= tail
     upper = [k for k in range(1, n + 1) if 1 - cdf[k - 1] <= tail]   # P(B >= k) <= tail

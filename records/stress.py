@@ -33,20 +33,35 @@ class Drift(TypedRecord):
     memory_slope_mb_per_h: float | None = described("least-squares slope of the samples", None, unit="MB/h")
     warmup_s: float | None = described("seconds at the start left out of both drift judgements (one window or "
                                        "a tenth of the run, whichever is longer)", None, unit="s")
-    slice_s: float | None = described("length of each of the equal time slices the run after warm-up is cut into",
-                                      None, unit="s")
-    slices: list = described("per slice: t_start_s, t_end_s, n (requests ended in it), p50_ms, p95_ms, p99_ms of "
-                             "end-to-end latency", factory=list)
-    latency_p99_first_ms: float | None = described("p99 e2e latency of the first slice after warm-up", None, unit="ms")
+    slice_s: float | None = described("length of each of the equal time slices the run after warm-up is cut into "
+                                      "for the latency drift (4 slices, or 3 or 2 when a run is too short for a "
+                                      "percentile over 4)", None, unit="s")
+    slices: list = described("the slices the latency drift compared, in order: t_start_s, t_end_s, n (requests "
+                             "ended in it), p50_ms, p90_ms, p95_ms, p99_ms of end-to-end latency", factory=list)
+    latency_statistic: str | None = described(
+        "the end-to-end latency percentile whose drift is judged: p99 when the slices hold enough requests for it "
+        "(10 per slice expected above it), else the highest of p95, p90, p50 that they do, first vs last slice; "
+        "chosen from the slices' request counts only (null: too few requests for even a p50 over halves)", None)
+    latency_judged_first_ms: float | None = described("the judged percentile (latency_statistic) of the first slice "
+                                                      "after warm-up", None, unit="ms")
+    latency_judged_last_ms: float | None = described("the judged percentile of the last slice", None, unit="ms")
+    latency_judged_drift_pct: float | None = described("(last / first - 1) of the judged percentile: the judged "
+                                                       "latency drift", None, unit="%")
+    latency_judged_drift_ci: list | None = described(
+        "95% interval of the judged drift, from the two slices' order-statistic intervals at 97.5% each (null: "
+        "too few requests to bound any percentile)", None, unit="%")
+    latency_p99_first_ms: float | None = described("p99 e2e latency of the first slice after warm-up (shown; judged "
+                                                   "only when latency_statistic is p99)", None, unit="ms")
     latency_p99_last_ms: float | None = described("p99 e2e latency of the last slice", None, unit="ms")
-    latency_p99_n: list = described("requests in the first and last slices (the p99s' sample sizes)", factory=list)
-    latency_p99_drift_pct: float | None = described("(last p99 / first p99 - 1): the judged latency drift", None,
-                                                    unit="%")
-    latency_p99_drift_ci: list | None = described("95% interval of the p99 drift, from the two slices' "
-                                                  "order-statistic intervals (null: too few requests to bound a p99)",
-                                                  None, unit="%")
-    latency_decision: str | None = described("pass / fail / inconclusive of the p99 drift against "
-                                             "max_latency_drift_pct, decided on its interval", None)
+    latency_p99_n: list = described("requests in the first and last slices (the judged percentiles' sample sizes)",
+                                    factory=list)
+    latency_p99_drift_pct: float | None = described("(last p99 / first p99 - 1), a point value (the judged drift is "
+                                                    "latency_judged_drift_pct)", None, unit="%")
+    latency_p99_drift_ci: list | None = described("95% interval of the p99 drift when the p99 is the judged "
+                                                  "statistic (null otherwise)", None, unit="%")
+    latency_decision: str | None = described("pass / fail / inconclusive of the judged drift "
+                                             "(latency_judged_drift_pct) against max_latency_drift_pct, decided on "
+                                             "its interval", None)
     memory_baseline_mb: float | None = described("first memory sample after warm-up", None, unit="MB")
     memory_growth_after_warmup_pct: float | None = described(
         "memory growth after warm-up: the least-squares line's rise over the samples' span / the baseline (the "

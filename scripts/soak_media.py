@@ -12,8 +12,9 @@ stress_tests media entry (``stress_tests/run_media_stress.py``) runs ``run_mode=
 every model at the same time, each in its own run directory under ``--out`` with the server's pid
 file, so every run samples the same server's process-tree RSS. Each run's report is built.
 
-Prints one JSON summary (per model: requests, error rate, p99 drift and memory growth after
-warm-up with their 95% intervals and decisions) and writes it to ``--out/soak_summary.json``.
+Prints one JSON summary (per model: requests, error rate, the judged latency drift (which
+percentile: ``latency_statistic``), the p99 drift and memory growth after warm-up with their 95%
+intervals and decisions) and writes it to ``--out/soak_summary.json``.
 Exit 0 when no run failed (an inconclusive check is named, not failed), 1 otherwise.
 """
 from __future__ import annotations
@@ -90,7 +91,10 @@ def summarise(run_dir: Path, model: str, code: int) -> dict:
             "e2el_p99_ms": (point.get("e2el_ms") or {}).get("p99"), "items_per_s": point.get("items_throughput"),
             "p99_first_last_ms": [drift.get("latency_p99_first_ms"), drift.get("latency_p99_last_ms")],
             "p99_n_first_last": drift.get("latency_p99_n"), "p99_drift_pct": drift.get("latency_p99_drift_pct"),
-            "p99_drift_ci95": drift.get("latency_p99_drift_ci"), "latency_decision": drift.get("latency_decision"),
+            "p99_drift_ci95": drift.get("latency_p99_drift_ci"), "latency_statistic": drift.get("latency_statistic"),
+            "latency_drift_pct": drift.get("latency_judged_drift_pct"),
+            "latency_drift_ci95": drift.get("latency_judged_drift_ci"),
+            "latency_decision": drift.get("latency_decision"),
             "memory_source": drift.get("memory_source"), "memory_baseline_mb": drift.get("memory_baseline_mb"),
             "memory_last_mb": drift.get("memory_last_mb"), "memory_peak_mb": drift.get("memory_peak_mb"),
             "memory_growth_pct": drift.get("memory_growth_after_warmup_pct"),

@@ -2,13 +2,33 @@
 
 Two questions, each answered pass / fail / inconclusive (``contracts.intervals.decide``):
 
-* **Latency**: did the p99 end-to-end latency of the last time slice rise more than the limit
+* **Latency**: did the end-to-end latency of the last time slice rise more than the limit
   (default 20%) above the first slice's? The warm-up (``warmup_s``: one window or a tenth of the
-  run, whichever is longer) is left out, the rest is cut into ``SLICES`` equal slices by
-  completion time, and each slice's p99 gets its distribution-free order-statistic interval. The
-  drift's interval runs from (last low / first high - 1) to (last high / first low - 1): pass when
-  all of it is under the limit, fail when all of it is over. A p99 needs a few hundred samples
-  per slice to be bounded at all; with fewer the check is inconclusive and says how many it had.
+  run, whichever is longer) is left out, the rest is cut into equal slices by completion time, and
+  the chosen percentile of the first and last slices gets its distribution-free order-statistic
+  interval, each at 97.5% so that both hold together with at least 95% (Bonferroni). The drift's
+  interval runs from (last low / first high - 1) to (last high / first low - 1): pass when all of
+  it is under the limit, fail when all of it is over, inconclusive otherwise.
+
+  Which percentile and how many slices: the p99 over 4 slices when the slices hold enough
+  requests for it, else the highest percentile of p99, p95, p90, p50 that they do hold enough
+  for, over 4, 3 or 2 slices (most first). "Enough" is ``MIN_ABOVE`` (10) requests per slice
+  expected above the percentile (n x (1 - q) >= 10: 1000 for a p99, 20 for a median). The bare
+  minimum for an order-statistic bound is about 4.4; at that size the interval's upper end is the
+  slice's slowest request, so one stray slow request (a pause, a neighbour's load) decides the
+  check; with 10 the end sits a few requests inside. The choice is made from the slices' request
+  counts only, never from their latencies, so it cannot be steered towards a verdict. The
+  percentile comes first (the tail is where a growing queue or a leak shows), the slice count
+  second: fewer slices compare nearer times, so a steady rise shows as (1 - 1/slices) of itself
+  (half of it between halves), which the record says by naming the slices.
+
+  Why percentiles and not a bootstrap of the slices' mean or median ratio: the order-statistic
+  interval holds its coverage at every sample size and for any latency distribution, while a
+  percentile bootstrap of tens of skewed latencies under-covers, a mean is moved by one slow
+  request, and a bootstrapped median jumps between a few sample values. The same method judges a
+  30-minute soak's p99 and a one-minute run's median, and the record says which was judged
+  (``Drift.latency_statistic``). A run too short even for a median over halves (fewer than 20
+  requests in a half) stays inconclusive and says how many it had.
 * **Memory**: did the server's memory grow more than the limit (default 10%) after warm-up? The
   samples after warm-up get a least-squares line; growth is its rise over the span relative to the
   first sample, and its interval comes from the slope's standard error (Student t, 95%). A flat
@@ -23,9 +43,13 @@ from benchmarking.metrics import RequestRecord
 from contracts.intervals import FAIL, INCONCLUSIVE, PASS, Interval, decide, percentile, quantile_interval
 from stress_tests.saturation import fit_slope
 
-SLICES = 4
+SLICE_COUNTS = (4, 3, 2)          # slices after warm-up, most first (see the module doc)
+PERCENTILES = (99, 95, 90, 50)    # judged: the highest the compared slices hold enough requests for
+MIN_ABOVE = 10                    # requests per slice expected above the judged percentile
+SLICE_TAIL = 0.0125               # each slice's interval misses on a side with at most 1.25%: both hold >= 95%
 WARMUP_FRACTION = 0.1
-METHOD_DRIFT = "from the first and last slices' order-statistic 95% intervals of the p99"
+METHOD_DRIFT = ("from the first and last slices' order-statistic intervals of the judged percentile, "
+                "each at 97.5% (together >= 95%)")
 METHOD_SLOPE = "least-squares slope of the samples after warm-up, 95% Student t interval"
 # Two-sided 95% Student-t critical values by degrees of freedom (normal beyond the table).
 _T975 = {1: 12.71, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
@@ -45,13 +69,17 @@ class LatencyDrift:
     slice_s: float | None = None
     first_n: int = 0
     last_n: int = 0
-    first_p99_ms: float | None = None
+    first_p99_ms: float | None = None      # shown beside the judged figure, judged only as the statistic
     last_p99_ms: float | None = None
-    drift_pct: float | None = None
+    p99_drift_pct: float | None = None
+    statistic: str | None = None           # p99 / p95 / p90 / p50; None: the slices hold too few for any
+    first_ms: float | None = None          # the judged statistic in the first and last slices
+    last_ms: float | None = None
+    drift_pct: float | None = None         # of the judged statistic
     ci_pct: list[float] | None = None
     decision: str = INCONCLUSIVE
     detail: str = ""
-    slices: list[dict] = field(default_factory=list)   # every slice: t_start, t_end, n, p50/p95/p99 ms
+    slices: list[dict] = field(default_factory=list)   # every slice: t_start, t_end, n, p50/p95/p90/p99 ms
 
 
 @dataclass
@@ -77,8 +105,32 @@ def _ms(values: list[float], q: float) -> float | None:
     return None if value is None else round(value, 3)
 
 
+def _cut(ends: list[tuple[float, float]], warmup_s: float, span: float, k: int) -> list[list[float]]:
+    """Latencies (ms) of the requests that ended after warm-up, in ``k`` equal slices by end time."""
+    buckets: list[list[float]] = [[] for _ in range(k)]
+    for t, ms in ends:
+        if t >= warmup_s:
+            buckets[min(k - 1, int((t - warmup_s) / (span / k)))].append(ms)
+    return buckets
+
+
+def choose(first_n_by_k: dict[int, tuple[int, int]]) -> tuple[int, int] | None:
+    """(percentile, slices) to judge from the first and last slices' request counts per slice count
+    (never from latencies); None when not even a median over halves has ``MIN_ABOVE`` above it."""
+    for q in PERCENTILES:
+        for k in SLICE_COUNTS:
+            if k in first_n_by_k and min(first_n_by_k[k]) * (1 - q / 100.0) >= MIN_ABOVE - 1e-9:
+                return q, k
+    return None
+
+
+def _pct_change(first: float | None, last: float | None) -> float | None:
+    return round((last / first - 1) * 100.0, 2) if first and last is not None else None
+
+
 def latency_drift(records: list[RequestRecord], duration_s: float, window_s: float, limit_pct: float) -> LatencyDrift:
-    """p99 end-to-end latency of the last slice against the first, after warm-up (see the module doc)."""
+    """Latency of the last slice against the first, after warm-up, on the highest percentile the
+    slices hold enough requests for (see the module doc)."""
     out = LatencyDrift(warmup_seconds(duration_s, window_s))
     ok = [r for r in records if r.success and r.latency is not None]
     if not ok:
@@ -90,30 +142,41 @@ def latency_drift(records: list[RequestRecord], duration_s: float, window_s: flo
     if span <= 0:
         out.detail = f"the run ({duration_s:.0f} s) is no longer than its warm-up ({out.warmup_s:.0f} s)"
         return out
-    out.slice_s = round(span / SLICES, 3)
-    buckets: list[list[float]] = [[] for _ in range(SLICES)]
-    for t, ms in ends:
-        if t >= out.warmup_s:
-            buckets[min(SLICES - 1, int((t - out.warmup_s) / out.slice_s))].append(ms)
-    for k, values in enumerate(buckets):
-        out.slices.append({"t_start_s": round(out.warmup_s + k * out.slice_s, 2),
-                           "t_end_s": round(out.warmup_s + (k + 1) * out.slice_s, 2), "n": len(values),
-                           "p50_ms": _ms(values, 50), "p95_ms": _ms(values, 95), "p99_ms": _ms(values, 99)})
+    cuts = {k: _cut(ends, out.warmup_s, span, k) for k in SLICE_COUNTS}
+    picked = choose({k: (len(b[0]), len(b[-1])) for k, b in cuts.items()})
+    k = picked[1] if picked else SLICE_COUNTS[-1]
+    buckets = cuts[k]
+    out.slice_s = round(span / k, 3)
+    for i, values in enumerate(buckets):
+        out.slices.append({"t_start_s": round(out.warmup_s + i * out.slice_s, 2),
+                           "t_end_s": round(out.warmup_s + (i + 1) * out.slice_s, 2), "n": len(values),
+                           **{f"p{q}_ms": _ms(values, q) for q in sorted(PERCENTILES)}})
     first, last = buckets[0], buckets[-1]
     out.first_n, out.last_n = len(first), len(last)
     out.first_p99_ms, out.last_p99_ms = _ms(first, 99), _ms(last, 99)
-    if out.first_p99_ms and out.last_p99_ms is not None:
-        out.drift_pct = round((out.last_p99_ms / out.first_p99_ms - 1) * 100.0, 2)
-    a, b = quantile_interval(first, 0.99), quantile_interval(last, 0.99)
+    out.p99_drift_pct = _pct_change(out.first_p99_ms, out.last_p99_ms)
+    if picked is None:
+        need = int(MIN_ABOVE / (1 - PERCENTILES[-1] / 100.0))
+        out.first_ms, out.last_ms = _ms(first, PERCENTILES[-1]), _ms(last, PERCENTILES[-1])
+        out.drift_pct = _pct_change(out.first_ms, out.last_ms)
+        out.detail = (f"latency drift inconclusive: {out.first_n} and {out.last_n} requests in the first and last "
+                      f"halves after warm-up cannot bound even a p{PERCENTILES[-1]} ({need} per half can; run "
+                      f"longer); p{PERCENTILES[-1]} drift {_fmt(out.drift_pct)}% not judged")
+        return out
+    q = picked[0]
+    out.statistic = f"p{q}"
+    out.first_ms, out.last_ms = _ms(first, q), _ms(last, q)
+    out.drift_pct = _pct_change(out.first_ms, out.last_ms)
+    a, b = quantile_interval(first, q / 100.0, SLICE_TAIL), quantile_interval(last, q / 100.0, SLICE_TAIL)
+    where = f"{out.statistic}, first vs last of {k} slices of {out.slice_s:.3g} s"
     if a is None or b is None or a.low <= 0:
-        out.detail = (f"p99 drift {_fmt(out.drift_pct)}%: inconclusive, {out.first_n} and {out.last_n} requests in the "
-                      f"first and last slices cannot bound a p99 (a few hundred per slice can; run longer)")
+        out.detail = f"{where}: drift {_fmt(out.drift_pct)}% inconclusive, the slices cannot bound it"
         return out
     ci = Interval((b.low / a.high - 1) * 100.0, (b.high / a.low - 1) * 100.0, METHOD_DRIFT)
     out.ci_pct = ci.as_list(2)
     out.decision = decide(ci, limit_pct, higher_is_better=False)
-    out.detail = (f"p99 drift {_fmt(out.drift_pct)}% (95% interval {ci.low:.1f}..{ci.high:.1f}%, n {out.first_n}/"
-                  f"{out.last_n}) against < {limit_pct:g}%: {out.decision}")
+    out.detail = (f"latency {where}: drift {_fmt(out.drift_pct)}% (95% interval {ci.low:.1f}..{ci.high:.1f}%, n "
+                  f"{out.first_n}/{out.last_n}) against < {limit_pct:g}%: {out.decision}")
     return out
 
 

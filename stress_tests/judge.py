@@ -48,11 +48,15 @@ def judged_drift(run: LoadRun, windows: list[dict], args: StressArgs, memory_sou
     d = drift(windows, memory_source, memory_what)
     lat = latency_drift(run.records, run.duration_s, args.window_s, args.max_latency_drift_pct)
     d.warmup_s, d.slice_s, d.slices = lat.warmup_s, lat.slice_s, lat.slices
+    d.latency_statistic, d.latency_judged_first_ms, d.latency_judged_last_ms = lat.statistic, lat.first_ms, lat.last_ms
+    d.latency_judged_drift_pct, d.latency_judged_drift_ci = lat.drift_pct, lat.ci_pct
     d.latency_p99_first_ms, d.latency_p99_last_ms = lat.first_p99_ms, lat.last_p99_ms
-    d.latency_p99_n, d.latency_p99_drift_pct = [lat.first_n, lat.last_n], lat.drift_pct
-    d.latency_p99_drift_ci, d.latency_decision = lat.ci_pct, lat.decision
-    checks = {"latency_p99_drift_pct": _decided(lat.drift_pct, args.max_latency_drift_pct, lat.decision,
-                                                lat.ci_pct, [lat.first_n, lat.last_n], lat.detail)}
+    d.latency_p99_n, d.latency_p99_drift_pct = [lat.first_n, lat.last_n], lat.p99_drift_pct
+    d.latency_p99_drift_ci = lat.ci_pct if lat.statistic == "p99" else None
+    d.latency_decision = lat.decision
+    checks = {"latency_drift_pct": _decided(lat.drift_pct, args.max_latency_drift_pct, lat.decision,
+                                            lat.ci_pct, [lat.first_n, lat.last_n], lat.detail,
+                                            statistic=lat.statistic)}
     samples = [(w["t_end"], w["memory_bytes"]) for w in windows if w.get("memory_bytes")]
     if memory_source != "none" or samples:
         mem = memory_drift(samples, run.duration_s, args.window_s, args.max_memory_growth_pct)
@@ -63,9 +67,10 @@ def judged_drift(run: LoadRun, windows: list[dict], args: StressArgs, memory_sou
     return d, checks
 
 
-def _decided(value: float | None, limit: float, decision: str, ci: list | None, n, detail: str) -> dict:
+def _decided(value: float | None, limit: float, decision: str, ci: list | None, n, detail: str,
+             **extra) -> dict:
     return {"value": value, "limit": limit, "passed": {PASS: True, FAIL: False}.get(decision),
-            "decision": decision, "ci95": ci, "n": n, "detail": detail}
+            "decision": decision, "ci95": ci, "n": n, "detail": detail, **extra}
 
 
 def error_rate_check(failed: int, judged: int, limit: float) -> dict:
@@ -132,7 +137,7 @@ def point_record(name: str, mode: str, point, run: LoadRun, args: StressArgs, st
                    f"{_fmt(rec.ttft_ms.p99)} ms, TPOT p99 {_fmt(rec.tpot_ms.p99)} ms")
     if run.stopped_reason:
         summary += f"; stopped early: {run.stopped_reason}"
-    for key in ("latency_p99_drift_pct", "memory_growth_pct"):
+    for key in ("latency_drift_pct", "memory_growth_pct"):
         if key in checks:
             summary += f"; {checks[key]['detail']}"
     rec.detail = summary if not bad else "failed " + ", ".join(

@@ -13,7 +13,7 @@ import time
 from benchmarking.metrics import RequestRecord
 from media_clients.transport import Answer
 from media_clients.workloads import Sent, Workload
-from stress_tests.drift import latency_drift, memory_drift
+from stress_tests.drift import choose, latency_drift, memory_drift
 from stress_tests.driver import STOPPED_EARLY, Load
 from stress_tests.media_driver import drive_media
 from stress_tests.saturation import SaturationDetector
@@ -29,16 +29,97 @@ def _records(latencies_s: list[float], duration_s: float) -> list[RequestRecord]
     return out
 
 
-def test_latency_drift_passes_flat_fails_rising_and_leaves_few_samples_undecided():
+def test_latency_drift_judges_the_p99_over_four_slices_when_a_long_run_holds_enough_requests():
     rng = random.Random(1)
     flat = [0.1 + rng.random() * 0.02 for _ in range(8000)]
     d = latency_drift(_records(flat, 1000.0), 1000.0, 5.0, 20.0)
-    assert d.decision == "pass" and d.first_n > 1500 and d.ci_pct[1] < 20 and len(d.slices) == 4
+    assert (d.statistic, len(d.slices)) == ("p99", 4) and d.first_n > 1500
+    assert d.decision == "pass" and d.ci_pct[1] < 20 and d.drift_pct == d.p99_drift_pct
     rising = [0.1 * (1 + i / 8000) + rng.random() * 0.01 for i in range(8000)]   # doubles over the run
     d = latency_drift(_records(rising, 1000.0), 1000.0, 5.0, 20.0)
-    assert d.decision == "fail" and d.ci_pct[0] > 20
-    d = latency_drift(_records(rising[:80], 60.0), 60.0, 5.0, 20.0)
-    assert d.decision == "inconclusive" and d.ci_pct is None and "cannot bound a p99" in d.detail
+    assert d.statistic == "p99" and d.decision == "fail" and d.ci_pct[0] > 20
+
+
+def _minute(slower_from_s: float | None = None, n: int = 60, seed: int = 3) -> list[RequestRecord]:
+    """``n`` requests ending evenly over 60 s, latency 1 s +-5% (a steady speech server at concurrency
+    2); the ones ending from ``slower_from_s`` on take 1.5 times as long."""
+    rng = random.Random(seed)
+    lat = [1.0 + (rng.random() - 0.5) * 0.1 for _ in range(n)]
+    lat = [x * 1.5 if slower_from_s is not None and 60.0 * (i + 1) / n >= slower_from_s else x
+           for i, x in enumerate(lat)]
+    return _records(lat, 60.0)
+
+
+def test_a_steady_minute_of_60_requests_is_decided_pass_on_the_median_over_halves():
+    d = latency_drift(_minute(), 60.0, 5.0, 20.0)
+    # 27 requests per half after the 6 s warm-up: too few for a p90 (100 per slice), enough for a p50 (20)
+    assert (d.statistic, len(d.slices), d.first_n + d.last_n) == ("p50", 2, 54)
+    assert d.decision == "pass" and -20 < d.ci_pct[0] <= d.drift_pct <= d.ci_pct[1] < 20
+    assert "p50, first vs last of 2 slices" in d.detail and d.first_p99_ms is not None
+
+
+def test_a_minute_whose_last_half_is_half_again_slower_is_decided_fail():
+    d = latency_drift(_minute(slower_from_s=33.0), 60.0, 5.0, 20.0)   # 33 s: where the last half starts
+    assert (d.statistic, len(d.slices)) == ("p50", 2)
+    assert d.decision == "fail" and 20 < d.ci_pct[0] and 40 < d.drift_pct < 60
+
+
+def test_six_requests_stay_inconclusive_and_say_how_many_a_decision_needs():
+    d = latency_drift(_minute(n=6), 60.0, 5.0, 20.0)
+    assert d.statistic is None and d.decision == "inconclusive" and d.ci_pct is None
+    assert d.first_n + d.last_n == 5 and "cannot bound even a p50 (20 per half can" in d.detail
+
+
+def test_the_judged_statistic_comes_from_request_counts_alone():
+    assert choose({4: (1000, 1000), 3: (1400, 1300), 2: (2000, 2000)}) == (99, 4)
+    assert choose({4: (999, 1000), 3: (1300, 1300), 2: (2000, 2000)}) == (99, 3)   # p99 first, then slices
+    assert choose({4: (150, 150), 3: (200, 200), 2: (300, 300)}) == (95, 3)
+    assert choose({4: (30, 30), 3: (40, 40), 2: (60, 60)}) == (50, 4)
+    assert choose({4: (5, 5), 3: (7, 6), 2: (19, 30)}) is None
+
+
+def test_the_drift_interval_holds_its_95_percent_coverage_at_small_n():
+    """Simulated minutes (60 requests, lognormal latencies) whose true median drift sits exactly on the
+    20% limit: a pass or a fail would both be wrong, and together they must stay under 5% (Bonferroni
+    makes each slice's interval 97.5%). The same noise without drift is decided, not left undecided."""
+    wrong = steady_passed = 0
+    for seed in range(300):
+        rng = random.Random(seed)
+        noise = [rng.lognormvariate(0, 0.1) for _ in range(60)]
+        at_limit = [x * 1.2 if i + 1 >= 33 else x for i, x in enumerate(noise)]   # the last half, 20% slower
+        d = latency_drift(_records(at_limit, 60.0), 60.0, 5.0, 20.0)
+        assert d.statistic == "p50"
+        wrong += d.decision != "inconclusive"
+        steady_passed += latency_drift(_records(noise, 60.0), 60.0, 5.0, 20.0).decision == "pass"
+    assert wrong <= 15 and steady_passed >= 240, (wrong, steady_passed)
+
+
+def _endurance_point(records: list[RequestRecord]):
+    """The judge's record of a 60 s speech endurance point over ``records``, memory flat at 400 MB."""
+    from stress_tests.args import parse_stress_args
+    from stress_tests.driver import LoadRun, Window
+    from stress_tests.judge import point_record
+    from stress_tests.run_media_stress import MediaStressPoint
+
+    windows = [Window(float(t), 5, 0, 2, None, None, 1000.0, 400e6 + (t % 10) * 1e4) for t in range(5, 65, 5)]
+    run = LoadRun(records=records, duration_s=60.0, windows=windows)
+    point = MediaStressPoint("speech", 2, 0, "endurance", 60.0)
+    return point_record(point.name, "endurance", point, run, parse_stress_args({"run_mode": "endurance"}),
+                        "2026-01-01T00:00:00Z", "process_tree", "local server pid 1", kind="speech")
+
+
+def test_the_record_names_the_judged_percentile_and_its_decision():
+    rec = _endurance_point(_minute())
+    lat, d = rec.checks["latency_drift_pct"], rec.drift
+    assert (lat["statistic"], lat["decision"], lat["passed"]) == ("p50", "pass", True)
+    assert (d.latency_statistic, d.latency_decision, len(d.slices)) == ("p50", "pass", 2)
+    assert d.latency_judged_drift_ci == lat["ci95"] and d.latency_p99_drift_ci is None   # the p99 was not judged
+    assert d.latency_judged_first_ms == d.slices[0]["p50_ms"] and d.latency_p99_first_ms == d.slices[0]["p99_ms"]
+    assert rec.checks["memory_growth_pct"]["decision"] == "pass" and rec.status == "passed"
+    assert "latency p50, first vs last of 2 slices" in rec.detail
+    few = _endurance_point(_minute(n=6))
+    assert few.drift.latency_statistic is None and few.checks["latency_drift_pct"]["passed"] is None
+    assert (few.status, few.passed) == ("inconclusive", None)
 
 
 def test_memory_growth_after_warmup_decided_on_the_slope_interval():

@@ -64,8 +64,8 @@ def test_points_endurance_and_capacity_against_the_real_embedding_server(embeddi
     d = endurance.drift
     assert d.memory_source == "process_tree" and d.memory_baseline_mb > 50 and d.memory_samples >= 4
     assert endurance.checks["memory_growth_pct"]["decision"] in ("pass", "inconclusive")   # a leak fails it
-    assert endurance.checks["latency_p99_drift_pct"]["decision"] in ("pass", "inconclusive")
-    assert len(d.slices) == 4 and sum(s["n"] for s in d.slices) > 0
+    assert endurance.checks["latency_drift_pct"]["decision"] in ("pass", "inconclusive")
+    assert len(d.slices) in (2, 3, 4) and sum(s["n"] for s in d.slices) > 0
     assert endurance.status in ("passed", "inconclusive") and stress.status == endurance.status
     cap = CapacityRecord.read(tmp_path / "stress_tests" / "capacity_record.json")
     assert cap.metric == "rate" and cap.slos[0].startswith("e2el_p99:") and "unloaded requests" in cap.slo_source

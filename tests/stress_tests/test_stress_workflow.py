@@ -70,14 +70,17 @@ def test_points_endurance_and_capacity_on_the_stub(stub, tmp_path):
     assert single.ttft_ms.p5 <= single.ttft_ms.p50 <= single.ttft_ms.p99 and single.ttft_ms.p50 >= 19
     assert endurance.duration_s >= 3 and endurance.completed > 4 and len(endurance.windows) >= 5
     assert endurance.drift.memory_source == "process_tree" and endurance.drift.memory_first_mb > 1
-    # Three seconds cannot bound a p99 per slice: the latency drift is shown and left undecided, never passed.
-    lat = endurance.checks["latency_p99_drift_pct"]
-    assert lat["decision"] == "inconclusive" and lat["passed"] is None and "cannot bound a p99" in lat["detail"]
-    assert len(endurance.drift.slices) == 4 and endurance.drift.latency_p99_first_ms > 19
-    assert endurance.checks["memory_growth_pct"]["decision"] in ("pass", "inconclusive")
+    # Three seconds of a steady stub hold about a hundred requests per half after warm-up: too few to bound
+    # a p99 (1000 per slice), enough for a p90 or a p50, whose drift is decided and named in the record.
+    lat, drift = endurance.checks["latency_drift_pct"], endurance.drift
+    assert lat["statistic"] in ("p90", "p50") and lat["statistic"] == drift.latency_statistic, lat
+    assert lat["decision"] == "pass" and lat["ci95"][1] < 20 and min(lat["n"]) >= 20, lat
+    assert f"latency {lat['statistic']}, first vs last of {len(drift.slices)} slices" in lat["detail"]
+    assert drift.latency_p99_first_ms > 19 and drift.latency_p99_drift_ci is None   # shown, not judged
+    mem = endurance.checks["memory_growth_pct"]["decision"]
+    assert mem in ("pass", "inconclusive")
     assert endurance.drift.memory_samples >= 4 and endurance.drift.memory_baseline_mb > 1
-    assert (endurance.status, endurance.passed) == ("inconclusive", None)
-    assert (stress.status, stress.passed) == ("inconclusive", None) and "inconclusive: endurance" in stress.detail
+    assert endurance.status == {"pass": "passed", "inconclusive": "inconclusive"}[mem] == stress.status
     assert (tmp_path / single.requests_file).is_file()
     # the stub's /metrics was sampled about once a second beside the load (it exposes no engine state)
     assert endurance.server_state["samples"] >= 3 and len(endurance.server_state["t_s"]) >= 3
@@ -140,7 +143,7 @@ def test_smoke_on_the_real_cpu_server(real_cpu_server, tmp_path):
     assert endurance.duration_s >= 10 and endurance.completed > 4 and endurance.error_rate == 0
     assert endurance.drift.memory_source == "metrics" and endurance.drift.memory_samples >= 4
     assert endurance.checks["memory_growth_pct"]["decision"] in ("pass", "inconclusive")
-    assert endurance.checks["latency_p99_drift_pct"]["decision"] in ("pass", "inconclusive")
+    assert endurance.checks["latency_drift_pct"]["decision"] in ("pass", "inconclusive")
     cap = CapacityRecord.read(tmp_path / "stress_tests" / "capacity_record.json")
     assert cap.capacity == 2 and [lv.level for lv in cap.levels] == [1, 2]
 
