@@ -67,6 +67,7 @@ def test_a_minute_whose_last_half_is_half_again_slower_is_decided_fail():
 def test_six_requests_stay_inconclusive_and_say_how_many_a_decision_needs():
     d = latency_drift(_minute(n=6), 60.0, 5.0, 20.0)
     assert d.statistic is None and d.decision == "inconclusive" and d.ci_pct is None
+    assert d.first_ms is d.last_ms is d.drift_pct is None   # nothing judged: no judged figure is claimed
     assert d.first_n + d.last_n == 5 and "cannot bound even a p50 (20 per half can" in d.detail
 
 
