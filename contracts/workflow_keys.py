@@ -92,7 +92,7 @@ STRESS_ARGS: Mapping[str, str] = {
     "saturation": "on (default) | off: stop a point once the server is over-saturated",
     "max_error_rate": "highest error rate a point may have and pass (default 0.0)",
     "max_latency_drift_pct": "highest e2e latency drift between the first and last endurance slice after warm-up "
-                             "(the p99, or the highest percentile a short run can bound), % (default 20)",
+                             "(the p99, or what a short run can bound: p95, p90, the geometric mean), % (default 20)",
     "max_memory_growth_pct": "highest server memory growth after warm-up, % (default 10)",
     "budget_s": "hard wall-time budget for the whole workflow (s)",
     "server_container": "Docker container of the server (its memory is read with docker stats)",

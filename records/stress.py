@@ -34,26 +34,29 @@ class Drift(TypedRecord):
     warmup_s: float | None = described("seconds at the start left out of both drift judgements (one window or "
                                        "a tenth of the run, whichever is longer)", None, unit="s")
     slice_s: float | None = described("length of each of the equal time slices the run after warm-up is cut into "
-                                      "for the latency drift (4 slices, or 3 or 2 when a run is too short for a "
-                                      "percentile over 4)", None, unit="s")
+                                      "for the latency drift (4, 3 or 2 slices: see latency_statistic)", None,
+                                      unit="s")
     slices: list = described("the slices the latency drift compared, in order: t_start_s, t_end_s, n (requests "
-                             "ended in it), p50_ms, p90_ms, p95_ms, p99_ms of end-to-end latency", factory=list)
+                             "ended in it), gmean_ms (geometric mean), p50_ms, p90_ms, p95_ms, p99_ms of end-to-end "
+                             "latency", factory=list)
     latency_statistic: str | None = described(
-        "the end-to-end latency percentile whose drift is judged: p99 when the slices hold enough requests for it "
-        "(10 per slice expected above it), else the highest of p95, p90, p50 that they do, first vs last slice; "
-        "chosen from the slices' request counts only (null: too few requests for even a p50 over halves)", None)
-    latency_judged_first_ms: float | None = described("the judged percentile (latency_statistic) of the first slice "
+        "what of the end-to-end latency is judged, first vs last slice: the highest of p99, p95, p90 that the "
+        "slices hold enough requests for (10 per slice expected above it; over 4, 3 or 2 slices), else the "
+        "geometric mean of the first and last halves (10 requests each at least); chosen from request counts "
+        "only (null: too few requests for either)", None)
+    latency_judged_first_ms: float | None = described("the judged statistic (latency_statistic) of the first slice "
                                                       "after warm-up", None, unit="ms")
-    latency_judged_last_ms: float | None = described("the judged percentile of the last slice", None, unit="ms")
-    latency_judged_drift_pct: float | None = described("(last / first - 1) of the judged percentile: the judged "
+    latency_judged_last_ms: float | None = described("the judged statistic of the last slice", None, unit="ms")
+    latency_judged_drift_pct: float | None = described("(last / first - 1) of the judged statistic: the judged "
                                                        "latency drift", None, unit="%")
     latency_judged_drift_ci: list | None = described(
-        "95% interval of the judged drift, from the two slices' order-statistic intervals at 97.5% each (null: "
-        "too few requests to bound any percentile)", None, unit="%")
+        "95% interval of the judged drift: for a percentile from the two slices' order-statistic intervals at "
+        "97.5% each, for the geometric mean from Welch's t on log latency (null: too few requests)", None,
+        unit="%")
     latency_p99_first_ms: float | None = described("p99 e2e latency of the first slice after warm-up (shown; judged "
                                                    "only when latency_statistic is p99)", None, unit="ms")
     latency_p99_last_ms: float | None = described("p99 e2e latency of the last slice", None, unit="ms")
-    latency_p99_n: list = described("requests in the first and last slices (the judged percentiles' sample sizes)",
+    latency_p99_n: list = described("requests in the first and last slices (the judged statistic's sample sizes)",
                                     factory=list)
     latency_p99_drift_pct: float | None = described("(last p99 / first p99 - 1), a point value (the judged drift is "
                                                     "latency_judged_drift_pct)", None, unit="%")

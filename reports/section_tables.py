@@ -79,7 +79,7 @@ def _stress_points(rec) -> list[SectionTable]:
             rows=[_drift_row(p) for p in timed],
             legend={"Warm-up (s)": dl["warmup_s"], "Judged": dl["latency_statistic"],
                     "Slices": "count x length of the equal slices the run after warm-up was cut into for the latency "
-                              "drift (4, or 3 or 2 when too short for a percentile over 4); first vs last compared",
+                              "drift (see Judged); first vs last compared",
                     "First (ms)": dl["latency_judged_first_ms"], "Last (ms)": dl["latency_judged_last_ms"],
                     "n first/last": dl["latency_p99_n"], "Drift %": dl["latency_judged_drift_pct"],
                     "Drift 95% CI": dl["latency_judged_drift_ci"], "Latency": dl["latency_decision"],

@@ -113,7 +113,7 @@ def test_endurance_drift_windows_and_plot_in_the_report(tmp_path):
                 "tpot_p50_ms": None, "e2el_p50_ms": 100.0 + t, "memory_bytes": 400e6 + t * 1e5,
                 "e2el_p95_ms": 150.0, "e2el_p99_ms": 180.0 + t} for t in range(5, 65, 5)]
     drift = Drift(memory_source="process_tree", memory_what="local server pid 1 and its descendants",
-                  warmup_s=6.0, slice_s=27.0, slices=[{"n": 30}, {"n": 28}], latency_statistic="p50",
+                  warmup_s=6.0, slice_s=27.0, slices=[{"n": 30}, {"n": 28}], latency_statistic="geometric mean",
                   latency_judged_first_ms=110.0, latency_judged_last_ms=131.0, latency_judged_drift_pct=19.1,
                   latency_judged_drift_ci=[2.0, 41.5], latency_p99_first_ms=185.0, latency_p99_last_ms=240.0,
                   latency_p99_n=[30, 28], latency_p99_drift_pct=29.7, latency_decision="inconclusive",
@@ -133,7 +133,7 @@ def test_endurance_drift_windows_and_plot_in_the_report(tmp_path):
         "INCONCLUSIVE", "PASS", "0.9..1.5", "30/28")
     # which percentile was judged, over which slices, is in the row beside its figures; the p99 is shown apart
     assert (row["Judged"], row["Slices"], row["First (ms)"], row["Drift %"], row["Drift 95% CI"]) == (
-        "p50", "2 x 27 s", "110", "19.1", "2.0..41.5")
+        "geometric mean", "2 x 27 s", "110", "19.1", "2.0..41.5")
     assert row["p99 first/last (ms)"] == "185/240" and "p99" in tables[1].legend["Judged"]
     assert len(tables[2].rows) == 12 and tables[2].series["p99_ms"][-1] == 240.0
     assert tables[2].series["memory_mb"][0] == 400.5

@@ -71,9 +71,10 @@ def test_points_endurance_and_capacity_on_the_stub(stub, tmp_path):
     assert endurance.duration_s >= 3 and endurance.completed > 4 and len(endurance.windows) >= 5
     assert endurance.drift.memory_source == "process_tree" and endurance.drift.memory_first_mb > 1
     # Three seconds of a steady stub hold about a hundred requests per half after warm-up: too few to bound
-    # a p99 (1000 per slice), enough for a p90 or a p50, whose drift is decided and named in the record.
+    # a p99 (1000 per slice), enough for a p90 (or on a slow day the halves' geometric means), whose drift is
+    # decided and named in the record.
     lat, drift = endurance.checks["latency_drift_pct"], endurance.drift
-    assert lat["statistic"] in ("p90", "p50") and lat["statistic"] == drift.latency_statistic, lat
+    assert lat["statistic"] in ("p90", "geometric mean") and lat["statistic"] == drift.latency_statistic, lat
     assert lat["decision"] == "pass" and lat["ci95"][1] < 20 and min(lat["n"]) >= 20, lat
     assert f"latency {lat['statistic']}, first vs last of {len(drift.slices)} slices" in lat["detail"]
     assert drift.latency_p99_first_ms > 19 and drift.latency_p99_drift_ci is None   # shown, not judged
