@@ -4,7 +4,9 @@ The quickest CPU media model (whisper-tiny.en, the CTranslate2 weights that ship
 runs ``--workflow release --local-server`` in smoke mode: readiness (liveness, then one
 transcription), the media evals (WER on the espeak-ng set), benchmarks (RTF points), the media
 API tests, stress_tests (a load point and the rate capacity search), and the report with a PASS verdict. Afterwards no
-server process and no listener on the port is left.
+server process and no listener on the port is left. A second run is a one-minute endurance of the same server
+(``--workflow stress_tests``, ``run_mode=endurance``): its memory (RSS of the server's process tree) and latency
+drift are both decided and shown in the report.
 """
 from __future__ import annotations
 
@@ -74,6 +76,41 @@ def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):
         while _live_members(pgid) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert not _live_members(pgid), f"server process group {pgid} outlived run.py"
+
+
+def test_whisper_endurance_minute_decides_memory_and_latency_drift(tmp_path):
+    """A one-minute endurance run at the spec's concurrency holds too few requests for a p99 per slice; the
+    latency drift is judged on what its slices hold enough requests for (a p90, else the halves' geometric
+    means) and decided (a healthy server is steady), the memory growth after warm-up likewise, and the
+    report's drift table shows both."""
+    port, out_dir = free_port(), tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("API_KEY", "VLLM_API_KEY", "JWT_SECRET")}
+    done = subprocess.run([sys.executable, str(REPO / "run.py"), "--model", "whisper-tiny.en", "--device", "cpu",
+                           "--workflow", "stress_tests", "--local-server", "--service-port", str(port),
+                           "--workflow-args", "run_mode=endurance endurance_s=60", "--output-dir", str(out_dir)],
+                          capture_output=True, text=True, timeout=900, cwd=REPO, env=env)
+    tail = (done.stdout + done.stderr)[-4000:]
+    record = json.loads((out_dir / "stress_tests" / "stress_record.json").read_text())
+    (point,) = record["points"]
+    drift, checks = point["drift"], point["checks"]
+    assert point["mode"] == "endurance" and point["kind"] == "speech" and point["duration_s"] >= 60, tail
+    assert point["error_rate"] == 0, (point["failures_by_class"], tail)
+    assert drift["memory_source"] == "process_tree" and "descendants" in drift["memory_what"]
+    assert drift["memory_samples"] >= 10 and drift["memory_baseline_mb"] > 50
+    assert checks["memory_growth_pct"]["decision"] == "pass", checks["memory_growth_pct"]["detail"]
+    lat = checks["latency_drift_pct"]
+    assert drift["latency_statistic"] in ("p90", "geometric mean") and lat["statistic"] == drift["latency_statistic"]
+    assert lat["decision"] != "inconclusive" and lat["ci95"] is not None, lat["detail"]
+    assert min(lat["n"]) >= 10 and len(drift["slices"]) in (2, 3, 4), lat["detail"]
+    assert done.returncode == (0 if point["status"] == "passed" else 1), tail
+
+    report = json.loads((out_dir / "reports" / "report.json").read_text())
+    table = next(t for t in report["stress_tests"]["tables"] if t["kind"] == "drift")
+    row = dict(zip(table["headers"], table["rows"][0]))
+    assert (row["Judged"], row["Memory source"]) == (drift["latency_statistic"], "process_tree")
+    assert row["Latency"] == lat["decision"].upper() and row["Memory"] == "PASS"
+    assert "Endurance: latency and server memory drift" in (out_dir / "reports" / "report.md").read_text()
+    assert port_free(port), "the media server still listens after run.py exited"
 
 
 def _live_members(pgid: int) -> list[int]:
