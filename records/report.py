@@ -382,7 +382,7 @@ class Check(TypedRecord):
 
     name: str = described("What was checked: '<metric> <item> [<tier>]', e.g. 'ttft_ms isl-128_osl-32_con-1 "
                           "complete', 'images_per_s image_con-1 functional', 'error_rate <point>', "
-                          "'batch_divergence <tests record>', 'latency_p99_drift_pct <stress point>', "
+                          "'batch_divergence <tests record>', 'latency_drift_pct <stress point>', "
                           "'capacity goodput <metric> <level>', 'accuracy <task>'.")
     category: str = described("Section: evals, benchmarks, tests, stress_tests or comparison.")
     item: str = described("Eval task, point key, or the tests / stress record the check belongs to (what a "
@@ -394,7 +394,7 @@ class Check(TypedRecord):
     ci95: list[float] | None = described(
         "95% interval of the value [low, high]; ci_method says which: a percentile bootstrap over the point's "
         "per-request records (LLM and media target means and throughputs), an order-statistic interval "
-        "(latency percentiles, endurance p99 drift), a Wilson score interval (error rates, batch divergence, "
+        "(latency percentiles, endurance drift of a percentile), a Wilson score interval (error rates, batch divergence, "
         "capacity goodput), lm-eval's stderr (eval scores), a Student t interval of a slope (memory growth). "
         "Null with too few samples, or for a pass/fail check that has no number.", None)
     ci_method: str | None = described("How ci95 was made (the interval named in ci95's description).", None)

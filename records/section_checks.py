@@ -29,7 +29,7 @@ GOODPUT_METHOD = ("Wilson score interval of the level's goodput (requests that s
                   "every SLO percentile is within its limit")
 #: drift check -> (value, interval, n, decision) fields of ``records.stress.Drift``
 DRIFT_FIELDS = {
-    "latency_p99_drift_pct": ("latency_p99_drift_pct", "latency_p99_drift_ci", "latency_p99_n", "latency_decision"),
+    "latency_drift_pct": ("latency_judged_drift_pct", "latency_judged_drift_ci", "latency_p99_n", "latency_decision"),
     "memory_growth_pct": ("memory_growth_after_warmup_pct", "memory_growth_ci", "memory_samples", "memory_decision"),
 }
 

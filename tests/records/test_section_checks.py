@@ -50,24 +50,25 @@ def _stress_point(**kw) -> StressPointRecord:
 
 
 def test_stress_checks_carry_the_records_numbers_and_intervals():
-    drift = Drift(latency_p99_drift_pct=12.0, latency_p99_drift_ci=[-5.0, 30.0], latency_p99_n=[300, 280],
+    drift = Drift(latency_statistic="p99", latency_judged_drift_pct=12.0, latency_judged_drift_ci=[-5.0, 30.0],
+                  latency_p99_drift_pct=12.0, latency_p99_drift_ci=[-5.0, 30.0], latency_p99_n=[300, 280],
                   latency_decision="inconclusive", memory_growth_after_warmup_pct=1.2, memory_growth_ci=[0.9, 1.5],
                   memory_samples=40, memory_decision="pass")
     endurance = _stress_point(name="endurance_con-2_dur-60s", mode="endurance", sent=100, completed=99, failed=1,
                               drift=drift, status="failed", passed=False, checks={
                                   "error_rate": {"value": 0.01, "limit": 0.0, "passed": False},
                                   "completed_any": {"value": 99.0, "limit": 1.0, "passed": True},
-                                  "latency_p99_drift_pct": {"value": 12.0, "limit": 20.0, "passed": None,
+                                  "latency_drift_pct": {"value": 12.0, "limit": 20.0, "passed": None,
                                                             "decision": "inconclusive", "ci95": [-5.0, 30.0],
                                                             "n": [300, 280], "detail": "p99 drift 12%"}})
     not_run = _stress_point(name="multiple_con-8", status="not_run", passed=False)
     checks = {c.name: c for c in stress_checks(StressRecord(points=[endurance, not_run]))}
     assert set(checks) == {f"{k} endurance_con-2_dur-60s" for k in (
-        "error_rate", "completed_any", "latency_p99_drift_pct", "memory_growth_pct")}
+        "error_rate", "completed_any", "latency_drift_pct", "memory_growth_pct")}
     error = checks["error_rate endurance_con-2_dur-60s"]
     assert (error.value, error.n, error.decision, error.target) == (0.01, 100, "fail", 0.0) and error.ci95[0] > 0
     assert "1 of 100 requests failed" in error.detail
-    latency = checks["latency_p99_drift_pct endurance_con-2_dur-60s"]
+    latency = checks["latency_drift_pct endurance_con-2_dur-60s"]
     assert (latency.value, latency.ci95, latency.n, latency.target, latency.decision, latency.detail) == (
         12.0, [-5.0, 30.0], 580, 20.0, "inconclusive", "p99 drift 12%")
     assert "order-statistic" in latency.ci_method
@@ -124,13 +125,13 @@ def test_the_verdict_lists_the_numbers_and_agrees_with_the_records():
     v = _verdict(failing)
     assert v.result == "FAIL" and [b.item for b in v.blockers] == ["api_conformance"]
     assert [c.decision for c in v.checks] == ["fail", "fail"]
-    drift = Drift(latency_p99_drift_pct=30.0, latency_p99_n=[20, 20], latency_decision="inconclusive")
+    drift = Drift(latency_judged_drift_pct=30.0, latency_p99_n=[20, 20], latency_decision="inconclusive")
     point = _stress_point(mode="endurance", drift=drift, status="inconclusive", passed=None)
     stress = StressRecord(points=[point], status="inconclusive", passed=None, detail="inconclusive")
     v = _verdict(stress_record=stress)
     # the undecided number is the inconclusive check; no second, numberless check for the same record
     assert v.result == "INCONCLUSIVE" and [(c.name, c.n, c.ci95) for c in v.checks] == [
-        (f"latency_p99_drift_pct {point.name}", 40, None)]
+        (f"latency_drift_pct {point.name}", 40, None)]
     bare = StressRecord(points=[_stress_point(status="inconclusive", passed=None)], status="inconclusive",
                         passed=None, detail="undecided")
     assert [c.name for c in _verdict(stress_record=bare).checks] == ["stress_tests stress_load"]
