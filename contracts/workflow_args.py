@@ -23,11 +23,13 @@ from contracts.workflow_keys import (
     COMMON_ARGS,
     COMPARE_ARGS,
     DEPLOY_ARGS,
+    PERF_TIERS,
     EVAL_ARGS,
     EVAL_PASSTHROUGH,
     REPORT_ARGS,
     STRESS_ARGS,
     TEST_ARGS,
+    VERDICT_ARGS,
     Passthrough,
     shown,
 )
@@ -98,11 +100,12 @@ def accepted_keys(workflow: WorkflowType) -> frozenset[str]:
 
 
 def own_keys(workflow: WorkflowType) -> frozenset[str]:
-    """The keys ``workflow`` takes on the command line: its children's, plus the comparison keys
-    (``COMPARE_ARGS``) when its run ends with a report; those reach the reports step only."""
+    """The keys ``workflow`` takes on the command line: its children's, plus the comparison and
+    verdict keys (``COMPARE_ARGS``, ``VERDICT_ARGS``) when its run ends with a report; those reach
+    the reports step only."""
     if workflow in (WorkflowType.SERVER, WorkflowType.DEPLOY):
         return accepted_keys(workflow)
-    return accepted_keys(workflow) | frozenset(COMPARE_ARGS)
+    return accepted_keys(workflow) | frozenset(COMPARE_ARGS) | frozenset(VERDICT_ARGS)
 
 
 def passthrough_workflows(workflow: WorkflowType) -> tuple[WorkflowType, ...]:
@@ -148,7 +151,8 @@ def validate_workflow_args(workflow: WorkflowType, args: dict[str, str]) -> None
     mode = args.get("mode")
     if mode is not None and mode not in MODES:
         raise WorkflowArgsError(f"--workflow-args mode={shown(mode)} is not one of: {', '.join(MODES)}")
-    for key, choices in (("on_regression", ("fail", "warn")), ("compare_hosts", ("same", "any"))):
+    for key, choices in (("on_regression", ("fail", "warn")), ("compare_hosts", ("same", "any")),
+                         ("perf_tiers", PERF_TIERS)):
         if key in args and args[key] not in choices:
             raise WorkflowArgsError(f"--workflow-args {key}={shown(args[key])} is not one of: {', '.join(choices)}")
     if "regression_tolerance" in args:

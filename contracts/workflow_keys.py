@@ -127,9 +127,21 @@ COMPARE_ARGS: Mapping[str, str] = {
     "compare_hosts": "same (default) | any: also compare with a run from a host with another fingerprint",
 }
 
+#: The performance tiers in order; ``perf_tiers`` names the highest one a run requires.
+PERF_TIERS = ("functional", "complete", "target")
+
+#: What the verdict requires: every workflow with a report takes them, like ``COMPARE_ARGS``.
+VERDICT_ARGS: Mapping[str, str] = {
+    "perf_tiers": "functional | complete | target: the highest performance tier of the spec's targets the verdict "
+                  "requires (default: the tiers the model's status requires); the tiers above it are measured, "
+                  "decided and shown, not required. The image build's smoke release says functional: it asks "
+                  "whether the image works, not how fast the shared host is",
+}
+
 REPORT_ARGS: Mapping[str, str] = {
     "ignore_verdict": "true: render the report; the verdict does not set the exit code",
     **COMPARE_ARGS,
+    **VERDICT_ARGS,
 }
 
 #: Media client variants of the tests workflow take a subset of ``TEST_ARGS``.

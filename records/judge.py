@@ -504,6 +504,7 @@ def decide(
     points_chosen: str | None = None,
     section_checks: Iterable[Check] = (),
     mode: str | None = None,
+    perf_tiers: str | None = None,
 ) -> Verdict:
     """Collect blockers, apply waivers, and return the verdict.
 
@@ -512,12 +513,21 @@ def decide(
     their checks stay visible as ``waived`` with that reason (a release never passes this).
     ``section_checks`` are the judged numbers of the tests and stress records
     (``records.section_checks``), each with the decision its record made; ``mode`` is the run's
-    (smoke, ci, full): a smoke run does not require a media target its few requests cannot decide."""
+    (smoke, ci, full): a smoke run does not require a media target its few requests cannot decide.
+    ``perf_tiers`` (``--workflow-args perf_tiers=``) caps the performance tiers required at that one:
+    the tiers above it are still measured, decided and shown, as checks that are not required."""
     status = normalise_status(model_status)
     tiers = required_tiers(status)
+    if perf_tiers is not None and perf_tiers not in TIERS:
+        notes = [*notes, f"perf_tiers={perf_tiers!r} is not one of {', '.join(TIERS)}: ignored"]
+        perf_tiers = None
+    capped = [t for t in tiers if perf_tiers is None or TIERS.index(t) <= TIERS.index(perf_tiers)]
+    cap_note = (f"performance tiers required: {', '.join(capped) or 'none'} (perf_tiers={perf_tiers}; "
+                f"the status {status} requires {', '.join(tiers)})") if capped != tiers else None
+    tiers = capped
     need_evals = evals_required(status)
     waivers, waiver_notes = parse_waivers(known_issues)
-    notes = [*notes, *waiver_notes]
+    notes = [*notes, *waiver_notes, *([cap_note] if cap_note else [])]
     benchmarks = list(benchmarks)
     if status not in STATUS_TIERS:
         notes.append(f"unknown model status {model_status!r}: treated as EXPERIMENTAL")

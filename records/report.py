@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.typed_record import RecordError, TypedRecord, described
+from contracts.workflow_keys import PERF_TIERS
 from records.bench import format_classes
 from records.distribution import Distribution
 from records.bench_timeline import PointTimeline
@@ -30,7 +31,7 @@ SCHEMA = "tt-report/1"
 SCHEMA_MAJOR = 1
 
 #: Target tiers, weakest first; the order is used for display and for status enforcement.
-TIERS = ("functional", "complete", "target")
+TIERS = PERF_TIERS
 
 #: A report document that does not match the schema this code understands.
 SchemaError = RecordError

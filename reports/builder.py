@@ -496,6 +496,7 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
         record_problems=problems, benchmarks=benchmarks, max_error_rate=allowed_error_rate,
         notes=[allowance_note] if allowance_note else [], media=media, comparison=record.comparison,
         points_chosen=_points_chosen(workflow, cli_args), mode=_run_mode(cli_args),
+        perf_tiers=_workflow_arg(cli_args, "perf_tiers"),
         section_checks=section_checks(test_records.get("tests_record.json"), stress_records.get("stress_record.json"),
                                       stress_records.get("capacity_record.json"),
                                       spec.device_model_spec.max_batch_divergence))
@@ -504,12 +505,17 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
 
 def _run_mode(cli_args: dict[str, Any]) -> str | None:
     """The run's mode (smoke, ci, full) from its --workflow-args; None when it gave none or they do not parse."""
+    return _workflow_arg(cli_args, "mode")
+
+
+def _workflow_arg(cli_args: dict[str, Any], key: str) -> str | None:
+    """One of the run's --workflow-args; None when it gave none or they do not parse (run.py checked them)."""
     try:
         args = parse_workflow_args(_str(cli_args.get("workflow_args")))
     except ValueError:
         return None
-    mode = args.get("mode")
-    return str(mode) if mode else None
+    value = args.get(key)
+    return str(value) if value else None
 
 
 def _points_chosen(workflow: str | None, cli_args: dict[str, Any]) -> str | None:

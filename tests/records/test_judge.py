@@ -308,3 +308,21 @@ def test_points_that_share_a_key_each_get_their_own_error_rate_check():
     assert [(c.name, c.decision, c.n) for c in v.checks if c.name.startswith("error_rate")] == [
         (f"error_rate {clean.key}_n-8", "pass", 8), (f"error_rate {clean.key}_n-16", "fail", 16)]
     assert v.result == "FAIL" and [b.item for b in v.blockers] == [clean.key]
+
+
+def test_perf_tiers_caps_the_required_tiers_and_keeps_the_higher_ones_decided_and_shown():
+    """An image gate asks whether the server works: the complete tier's clear miss is shown, not required."""
+    p = point(90.0, 6.0, 24.0)
+    row = TargetRow(p.key, 128, 128, 4, 8, ran=True, measured_ttft_ms=90.0, measured_tput_user=6.0,
+                    measured_tput=24.0, ci95={"ttft_ms": [80.0, 100.0], "tput_user": [5.4, 6.5]},
+                    samples={"ttft_ms": 8, "tput_user": 8})
+    row.tiers = [judge.check_tier("functional", True, {"ttft_ms": 1000.0}, p),
+                 judge.check_tier("complete", True, {"tput_user": 7.5}, p)]
+    assert _decide(targets=[row]).result == "FAIL"  # COMPLETE requires the complete tier
+    capped = _decide(targets=[row], perf_tiers="functional")
+    assert capped.result == "PASS" and not capped.blockers
+    complete = next(c for c in capped.checks if c.name == f"tput_user {p.key} complete")
+    assert (complete.decision, complete.required) == ("fail", False)
+    assert any("perf_tiers=functional" in n for n in capped.notes)
+    assert _decide(targets=[row], perf_tiers="target").result == "FAIL"  # a cap above the status changes nothing
+    assert _decide(targets=[row], perf_tiers="bogus").result == "FAIL"  # ignored, with a note

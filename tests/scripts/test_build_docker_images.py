@@ -105,7 +105,7 @@ def test_the_smoke_test_is_a_whole_smoke_release_through_the_candidate(specs, tm
         cmd = bdi.smoke_command(plan, 18123, tmp_path / "run")
         joined = " ".join(cmd)
         assert "--workflow release" in joined
-        assert cmd[cmd.index("--workflow-args") + 1] == "mode=smoke on_regression=warn"   # a regression only warns
+        assert cmd[cmd.index("--workflow-args") + 1] == "mode=smoke on_regression=warn perf_tiers=functional"  # works, not fast
         assert "--docker-server" in cmd and f"--override-docker-image {plan.candidate}" in joined
         assert "--local-server" not in cmd and "--server-url" not in cmd
 

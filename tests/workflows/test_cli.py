@@ -137,11 +137,17 @@ def test_good_device_ids() -> None:
 def test_unknown_workflow_args_keys() -> None:
     message = error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "tests",
                        "--workflow-args", "mode=smoke colour=blue")
-    assert message == "unknown --workflow-args key(s) for tests: colour; valid keys: compare_hosts, list_tests, markers, mode, on_regression, regression_tolerance, test_name"
+    assert message == "unknown --workflow-args key(s) for tests: colour; valid keys: compare_hosts, list_tests, markers, mode, on_regression, perf_tiers, regression_tolerance, test_name"
     assert error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "evals",
                     "--workflow-args", "mode=huge") == "--workflow-args mode='huge' is not one of: smoke, ci, full"
     assert error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "evals",
                     "--workflow-args", "novalue") == "--workflow-args entry 'novalue' is not key=value"
+    assert error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "release",
+                    "--workflow-args", "perf_tiers=fast") == \
+        "--workflow-args perf_tiers='fast' is not one of: functional, complete, target"
+    # a verdict key, never a request body field the benchmarks would pass through
+    assert parse("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "benchmarks",
+                 "--workflow-args", "perf_tiers=functional").workflow_args == {"perf_tiers": "functional"}
 
 
 def test_a_workflow_marked_not_yet_available_is_refused_with_its_reason(monkeypatch) -> None:
