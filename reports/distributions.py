@@ -42,15 +42,23 @@ def _request_values(rec: dict) -> tuple[float | None, float | None]:
     ttft = _ms(rec, ("ttft_ms",), ("ttft_s", "ttft"))
     tpot = _ms(rec, ("tpot_ms",), ("tpot_s", "tpot"))
     if tpot is None and ttft is not None:
-        e2el = _ms(rec, ("e2el_ms", "latency_ms"), ("e2el_s", "latency", "e2el"))
-        out = None
-        for key in ("output_tokens", "output_len", "completion_tokens", "num_output_tokens"):
-            out = _num(rec.get(key))
-            if out is not None:
-                break
+        e2el, out = _e2el_ms(rec), _output_tokens(rec)
         if e2el is not None and out is not None and out > 1:
             tpot = (e2el - ttft) / (out - 1)
     return ttft, tpot
+
+
+def _e2el_ms(rec: dict) -> float | None:
+    return _ms(rec, ("e2el_ms", "latency_ms"), ("e2el_s", "latency", "e2el"))
+
+
+def _output_tokens(rec: dict) -> float | None:
+    """The request's output tokens, under the first of the names the per-request files use."""
+    for key in ("output_tokens", "output_len", "completion_tokens", "num_output_tokens"):
+        out = _num(rec.get(key))
+        if out is not None:
+            return out
+    return None
 
 
 def _output_rate(rec: dict) -> float | None:
@@ -58,12 +66,7 @@ def _output_rate(rec: dict) -> float | None:
     token included): what one user saw of the point's output throughput."""
     if rec.get("warmup") or rec.get("success") is False or rec.get("ok") is False or rec.get("error"):
         return None
-    e2el = _ms(rec, ("e2el_ms", "latency_ms"), ("e2el_s", "latency", "e2el"))
-    out = None
-    for key in ("output_tokens", "output_len", "completion_tokens", "num_output_tokens"):
-        out = _num(rec.get(key))
-        if out is not None:
-            break
+    e2el, out = _e2el_ms(rec), _output_tokens(rec)
     if e2el is None or e2el <= 0 or out is None or out < 1:
         return None
     return out / (e2el / 1000.0)
