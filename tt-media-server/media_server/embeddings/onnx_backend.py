@@ -15,7 +15,8 @@ EMBEDDING_BACKEND, never served with different vectors.
 Cache: ``<EMBEDDING_ONNX_CACHE_DIR>/<model dir name>-<key>/model.onnx`` and ``model-int8.onnx``,
 the key a hash of the weights and configs, the torch and onnxruntime versions and this module's
 recipe version; written to a temporary name and renamed, under a file lock, so two workers
-starting together export once and never read half a file.
+starting together export once and never read half a file (media_server/onnx_cache.py, shared with
+the CNN runner's backend).
 
 int8 keeps the cosine to the fp32 vectors >= 0.99 on the benchmark's sentences by leaving the
 feed-forward output projections in fp32 (their inputs, GELU outputs, have the outliers
@@ -29,15 +30,13 @@ benchmarks/embeddings_served_vs_direct.py measures it end to end.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
 import json
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
+
+from media_server import onnx_cache
 
 log = logging.getLogger("media_server.embeddings.onnx")
 
@@ -72,45 +71,18 @@ def pooling_of(model_dir: Path) -> tuple[str, bool]:
 
 def cache_dir_for(model_dir: Path, cache_root: Path) -> Path:
     """The cache directory of one model's exports: named by the model and what built them."""
-    import onnxruntime
-    import torch
-
-    digest = hashlib.sha256()
-    for path in sorted(model_dir.rglob("*")):
-        if path.is_file() and path.suffix in (".json", ".safetensors", ".bin", ".txt", ".model"):
-            digest.update(str(path.relative_to(model_dir)).encode())
-            with open(path, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-    digest.update(f"{torch.__version__}|{onnxruntime.__version__}|{RECIPE_VERSION}".encode())
-    return cache_root / f"{model_dir.name}-{digest.hexdigest()[:16]}"
-
-
-@contextlib.contextmanager
-def _locked(directory: Path):
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    sources = [(str(path.relative_to(model_dir)), path) for path in sorted(model_dir.rglob("*"))
+               if path.is_file() and path.suffix in (".json", ".safetensors", ".bin", ".txt", ".model")]
+    return onnx_cache.cache_dir_for(model_dir.name, sources, cache_root, RECIPE_VERSION)
 
 
 def exported_model(model_dir: Path, cache_root: Path, int8: bool) -> Path:
     """The cached .onnx file of this directory (fp32, or int8), exported first when missing."""
     directory = cache_dir_for(model_dir, cache_root)
-    fp32 = directory / "model.onnx"
-    quantised = directory / "model-int8.onnx"
-    wanted = quantised if int8 else fp32
-    if wanted.is_file():
-        return wanted
-    with _locked(directory):
-        if not fp32.is_file():
-            _export(model_dir, fp32)
-        if int8 and not quantised.is_file():
-            _quantise(fp32, quantised)
-    return wanted
+    fp32 = onnx_cache.cached_file(directory / "model.onnx", lambda partial: _export(model_dir, partial))
+    if not int8:
+        return fp32
+    return onnx_cache.cached_file(directory / "model-int8.onnx", lambda partial: _quantise(fp32, partial))
 
 
 def _export(model_dir: Path, target: Path) -> None:
@@ -141,17 +113,15 @@ def _export(model_dir: Path, target: Path) -> None:
 
     sample = tokenizer(["an export sample", "a second, longer export sample sentence"], padding=True,
                        return_tensors="pt")
-    partial = target.with_suffix(f".partial-{os.getpid()}")
     log.info("exporting %s to ONNX (%s pooling%s) at %s", model_dir.name, mode,
              ", normalised" if normalise else "", target)
     with torch.no_grad():
-        torch.onnx.export(SentenceGraph(), (sample["input_ids"], sample["attention_mask"]), str(partial),
+        torch.onnx.export(SentenceGraph(), (sample["input_ids"], sample["attention_mask"]), str(target),
                           input_names=["input_ids", "attention_mask"], output_names=["sentence_embedding"],
                           dynamic_axes={"input_ids": {0: "batch", 1: "tokens"},
                                         "attention_mask": {0: "batch", 1: "tokens"},
                                         "sentence_embedding": {0: "batch"}},
                           opset_version=17, dynamo=False)
-    os.replace(partial, target)
 
 
 def _quantise(source: Path, target: Path) -> None:
@@ -162,18 +132,16 @@ def _quantise(source: Path, target: Path) -> None:
                if node.op_type == "MatMul"]
     # BERT-style names: /encoder/layer.N/output/dense/MatMul is the FFN output projection.
     keep_fp32 = [name for name in matmuls if "/output/dense" in name and "/attention/" not in name]
-    partial = target.with_suffix(f".partial-{os.getpid()}.onnx")
     log.info("quantising %s to int8 (%d of %d MatMuls kept fp32)", source.name, len(keep_fp32), len(matmuls))
     root = logging.getLogger()
     level = root.level
     root.setLevel(max(level, logging.WARNING))  # the quantiser logs a line per tensor on the root logger
     try:
-        quantize_dynamic(str(source), str(partial), per_channel=True, weight_type=QuantType.QInt8,
+        quantize_dynamic(str(source), str(target), per_channel=True, weight_type=QuantType.QInt8,
                          nodes_to_exclude=keep_fp32)
     finally:
         root.setLevel(level)
-    _per_token_activations(partial)
-    os.replace(partial, target)
+    _per_token_activations(target)
 
 
 # ONNX Runtime fuses MatMulInteger + Cast + Mul into MatMulIntegerToFloat, which takes the

@@ -7,7 +7,6 @@ server at start-up naming the variable.
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from media_server.embeddings.batcher import BatchingConfig
+from media_server.onnx_cache import backend_for, check_backends, default_cache_root
 
 BACKEND_CHOICES = ("auto", "torch", "onnx", "onnx-int8")
 
@@ -50,28 +50,16 @@ class EmbeddingSettings(BaseSettings):
     @field_validator("embedding_backend")
     @classmethod
     def _known_backends(cls, value: str) -> str:
-        for entry in filter(None, (part.strip() for part in value.split(","))):
-            backend = entry.rsplit("=", 1)[-1].strip()
-            if backend not in BACKEND_CHOICES:
-                raise ValueError(f"EMBEDDING_BACKEND: {backend!r} is not one of {', '.join(BACKEND_CHOICES)}")
-        return value
+        return check_backends(value, BACKEND_CHOICES, "EMBEDDING_BACKEND")
 
     def backend_for(self, model_id: str) -> str:
         """The backend EMBEDDING_BACKEND names for this model (its own entry, else the bare default)."""
-        default = "auto"
-        for entry in filter(None, (part.strip() for part in self.embedding_backend.split(","))):
-            name, _, backend = entry.rpartition("=")
-            if not name:
-                default = backend.strip()
-            elif name.strip() == model_id:
-                return backend.strip()
-        return default
+        return backend_for(self.embedding_backend, model_id)
 
     def onnx_cache_root(self) -> Path:
         if self.embedding_onnx_cache_dir:
             return Path(self.embedding_onnx_cache_dir).expanduser()
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        return Path(base) / "tt-media-server" / "onnx"
+        return default_cache_root()
 
     @property
     def batching(self) -> BatchingConfig:
