@@ -25,6 +25,7 @@ CHECKED_TEXT = {
     "text_backend": ["nope", ""],
     "diarization_backend": ["nope", ""],
     "embedding_backend": ["tensorrt", "onnx,BAAI/bge-m3=nope"],
+    "cnn_backend": ["tensorrt", "onnx,resnet-18=nope"],
 }
 # Free text by design, with why nothing can be wrong about its type.
 FREE_TEXT = {
@@ -38,6 +39,7 @@ FREE_TEXT = {
     "whisper_model_path": "read only by the whisper-cpu runner, which refuses a folder without a model",
     "embedding_model_path": "read only by the embedding-cpu runner, which refuses a folder without a model",
     "embedding_onnx_cache_dir": "a folder the embedding-cpu runner creates and writes its ONNX exports to",
+    "cnn_onnx_cache_dir": "a folder the cnn-cpu runner creates and writes its ONNX exports to",
     "text_model_path": "read only by the text-slots runner's preflight, which refuses a folder without config.json",
     "text_model_id": "the name the text model is served under; any string is a name",
     "rerank_model_path": "read only by the rerank-cpu runner, which names the path and the files it lacks",

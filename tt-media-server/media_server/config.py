@@ -428,15 +428,16 @@ def load_settings(**overrides: Any) -> Settings:
 
 
 def component_settings_classes() -> list[type[BaseSettings]]:
-    """The settings classes of the routes and runners (speech, embeddings, text), imported here
+    """The settings classes of the routes and runners (speech, embeddings, text, vision, CNN), imported here
     so that every class is validated at start-up, whichever runner is served: a typo in a knob
     of a runner not served today must not wait to surface until the day it is."""
     from media_server.embeddings.settings import EmbeddingSettings
     from media_server.runners.text_slots import TextSettings
     from media_server.speech.settings import SpeechSettings
+    from media_server.vision.cnn_settings import CnnSettings
     from media_server.vision.settings import VisionSettings
 
-    return [SpeechSettings, EmbeddingSettings, TextSettings, VisionSettings]
+    return [SpeechSettings, EmbeddingSettings, TextSettings, VisionSettings, CnnSettings]
 
 
 def check_component_settings() -> None:

