@@ -21,8 +21,10 @@ class CnnSettings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False,
                                       protected_namespaces=())
 
-    cnn_backend: str = Field("auto", max_length=2000, description=(
-        "torch | onnx | onnx-int8 | auto (onnx: fp32 ONNX Runtime); per model: "
+    # Default torch: the ONNX backends are measured (benchmarks/cnn_served_vs_direct.py) but have not yet
+    # served a whole smoke release inside the media image, which is what a default must have done.
+    cnn_backend: str = Field("torch", max_length=2000, description=(
+        "torch (default) | onnx | onnx-int8 | auto (onnx: fp32 ONNX Runtime); per model: "
         "'onnx,resnet-18=torch' (a bare value is the default of the others)"))
     cnn_onnx_cache_dir: str = Field("", description="where the CNN's ONNX exports are cached (default: "
                                     "$XDG_CACHE_HOME or ~/.cache, then tt-media-server/onnx)")
