@@ -336,8 +336,14 @@ def search_into_record(record, measure, slos, a: StressArgs, integer: bool, out_
         record.stop_reason = "interrupted; " + record.stop_reason
     # a budget that ran out above a decided target level leaves the target's answer standing
     target_decided = any(j.level == record.target and (j.holds or not j.marginal) for j in result.levels)
-    ran = bool(result.levels) and not interrupted() and ("budget ran out" not in result.stop_reason
-                                                        or target_decided)
+    # With no target the search judges nothing, it measures: a budget that ran out while bisecting
+    # above a level that held leaves a lower bound, said as one (a failure would be the host's time,
+    # not the server: a finished search with a poor capacity passes too).
+    lower_bound = record.target is None and any(j.holds for j in result.levels)
+    budget_out = "budget ran out" in result.stop_reason
+    ran = bool(result.levels) and not interrupted() and (not budget_out or target_decided or lower_bound)
+    if budget_out and lower_bound and not interrupted():
+        answer += f"; the budget ran out first: {result.capacity:g}{unit} is a lower bound on the capacity"
     if record.target is not None and result.bracket[1] is None and record.ceiling < record.target:
         answer += f"; target {record.target:g} not judged: the ceiling {record.ceiling:g} is below it"
     elif record.target is not None:

@@ -254,3 +254,37 @@ def test_memory_sources(tmp_path, monkeypatch):
     assert pick_source(str(tmp_path / "none"), "http://127.0.0.1:9", None).kind == "docker"
     monkeypatch.delenv("TT_SERVER_CONTAINER")
     assert pick_source(str(tmp_path / "none"), "http://127.0.0.1:9", None).kind == "none"
+
+
+def _capacity_with_budget(target):
+    """A rate search whose levels up to 1 req/s hold (100 good of 100) and whose budget runs out after two levels."""
+    from records.stress import CapacityRecord
+    from stress_tests.capacity import LevelSamples
+    from stress_tests.run_stress_tests import search_into_record
+
+    measured = []
+
+    def measure(level: float) -> LevelSamples:
+        measured.append(level)
+        good = 100 if level <= 1 else 0
+        return LevelSamples(e2el_ms=[100.0 if good else 9000.0] * 100, good=good, sent=100, duration_s=10.0)
+
+    args = parse_stress_args({"mode": "smoke", "run_mode": "capacity", "slo": "e2el_p99:1000"})
+    record = CapacityRecord(model_id="m", metric="rate", goodput_goal=args.goodput, start=0.5, ceiling=64,
+                            resolution=0.01, target=target, slos=["e2el_p99:1000"])
+    import tempfile
+    from pathlib import Path
+    return search_into_record(record, measure, parse_slos("e2el_p99:1000"), args, False,
+                              lambda: len(measured) >= 2, Path(tempfile.mkdtemp()), " req/s")
+
+
+def test_a_capacity_search_without_target_cut_by_its_budget_keeps_its_lower_bound_and_passes():
+    record = _capacity_with_budget(None)
+    assert record.converged is False and "budget ran out" in record.stop_reason
+    assert record.passed is True and record.capacity == 1.0, record.detail
+    assert "lower bound" in record.detail and "did not finish" not in record.detail
+
+
+def test_a_capacity_search_with_a_target_cut_by_its_budget_is_not_a_pass():
+    record = _capacity_with_budget(4.0)
+    assert record.passed is not True, record.detail
