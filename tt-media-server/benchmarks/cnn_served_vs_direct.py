@@ -50,6 +50,7 @@ from contracts.intervals import wilson  # noqa: E402
 from embeddings_served_vs_direct import Connection  # noqa: E402
 from embeddings_throughput import Server as ThroughputServer  # noqa: E402
 from embeddings_throughput import _free_port  # noqa: E402
+from media_server.vision.cnn_onnx import random_crop  # noqa: E402
 
 MODEL = "efficientnet-lite0"
 PHOTOS = ("chelsea.png", "coffee.png", "astronaut.png", "rocket.jpg", "motorcycle_left.png")
@@ -102,14 +103,7 @@ def images(folder: Path, count: int, seed: int) -> list[bytes]:
     rng = np.random.default_rng(seed)
     out = []
     for index in range(count):
-        image = sources[index % len(sources)]
-        width, height = image.size
-        scale = rng.uniform(0.5, 1.0)
-        crop_w, crop_h = int(width * scale), int(height * scale)
-        left, top = rng.integers(0, width - crop_w + 1), rng.integers(0, height - crop_h + 1)
-        crop = image.crop((left, top, left + crop_w, top + crop_h))
-        if index % 2:
-            crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
+        crop = random_crop(sources[index % len(sources)], rng, 0.5, flip=bool(index % 2))
         buffer = io.BytesIO()
         crop.save(buffer, format="JPEG", quality=90)
         out.append(buffer.getvalue())

@@ -75,14 +75,8 @@ def calibration_batch(preprocess: Callable[[list[dict]], np.ndarray]) -> np.ndar
     for path in photos:
         with Image.open(path) as opened:
             image = opened.convert("RGB")
-        width, height = image.size
         for index in range(CALIBRATION_CROPS):
-            scale = rng.uniform(0.6, 1.0)
-            crop_w, crop_h = int(width * scale), int(height * scale)
-            left, top = rng.integers(0, width - crop_w + 1), rng.integers(0, height - crop_h + 1)
-            crop = image.crop((left, top, left + crop_w, top + crop_h))
-            if index % 2:
-                crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
+            crop = random_crop(image, rng, 0.6, flip=bool(index % 2))
             buffer = io.BytesIO()
             crop.save(buffer, format="PNG")
             payloads.append({"image": buffer.getvalue()})
@@ -169,3 +163,16 @@ class OnnxClassifier:
     def logits(self, batch: np.ndarray) -> np.ndarray:
         """(n, 1000) float32 logits of an (n, 3, 224, 224) float32 batch."""
         return self.session.run(None, {INPUT: np.ascontiguousarray(batch, dtype=np.float32)})[0]
+
+
+def random_crop(image, rng: np.random.Generator, min_scale: float, flip: bool):
+    """A crop of ``image`` at a random scale in [min_scale, 1) and place, mirrored when ``flip``: the varied
+    photos both the int8 calibration and the served-vs-direct benchmark draw from a few sample photos."""
+    from PIL import Image
+
+    width, height = image.size
+    scale = rng.uniform(min_scale, 1.0)
+    crop_w, crop_h = int(width * scale), int(height * scale)
+    left, top = rng.integers(0, width - crop_w + 1), rng.integers(0, height - crop_h + 1)
+    crop = image.crop((left, top, left + crop_w, top + crop_h))
+    return crop.transpose(Image.FLIP_LEFT_RIGHT) if flip else crop
