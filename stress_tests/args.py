@@ -26,11 +26,11 @@ RUN_MODES = ("single", "multiple", "custom", "endurance", "capacity")
 SLO_METRICS = ("ttft", "tpot", "itl", "e2el")
 WORKFLOW_ARG_KEYS = frozenset(STRESS_ARGS)  # declared in contracts.workflow_keys
 # What each size runs when run_mode is not given, and its whole-workflow time budget (s).
-DEFAULT_RUN_MODES = {"smoke": ("single", "capacity"), "ci": ("single", "capacity"),
+# smoke runs the load point only: a capacity level is decided on its goodput interval, which needs about
+# 73 requests per level (minutes for a media model; 80 requests at concurrency 4, 190-220 s of a 2-core
+# host's smoke release, for SmolLM2 on vLLM's CPU build). ci and full search the capacity.
+DEFAULT_RUN_MODES = {"smoke": ("single",), "ci": ("single", "capacity"),
                      "full": ("multiple", "endurance", "capacity")}
-#: Media requests take seconds each, so a capacity level needs minutes before its goodput interval can
-#: decide it (about 73 requests): a smoke release of a media model runs its load point only.
-MEDIA_DEFAULT_RUN_MODES = {**DEFAULT_RUN_MODES, "smoke": ("single",)}
 DEFAULT_BUDGET_S = {"smoke": 420.0, "ci": 1800.0, "full": None}
 DEFAULT_ENDURANCE_S = {"smoke": 30.0, "ci": 300.0, "full": 86400.0}
 
@@ -126,8 +126,8 @@ def _list(raw: dict, key: str, kind) -> list:
     return values
 
 
-def parse_stress_args(raw: dict, media: bool = False) -> StressArgs:
-    """The stress workflow's settings from its --workflow-args; ``media``: a media model's defaults."""
+def parse_stress_args(raw: dict) -> StressArgs:
+    """The stress workflow's settings from its --workflow-args."""
     # Keys of other workflows are ignored: run.py validated them up front, and a release hands
     # every child the same arguments.
     a_ignored = sorted(set(raw) - WORKFLOW_ARG_KEYS - {"mode"})
@@ -144,7 +144,7 @@ def parse_stress_args(raw: dict, media: bool = False) -> StressArgs:
                                  + (f" (this run has workload={workload})" if workload else ""))
     modes = tuple(filter(None, (m.strip() for m in str(raw.get("run_mode") or "").split(","))))
     if not modes and workload is None:  # a workload runs alone unless run_mode= names load modes too
-        modes = (MEDIA_DEFAULT_RUN_MODES if media else DEFAULT_RUN_MODES)[size]
+        modes = DEFAULT_RUN_MODES[size]
     bad = [m for m in modes if m not in RUN_MODES]
     if bad:
         raise StressArgError(f"run_mode {', '.join(bad)} is not one of {', '.join(RUN_MODES)}")

@@ -287,7 +287,7 @@ def _run(invocation: ClientInvocation) -> int:
     watch_signals(invocation.stop)
     try:
         raw = dict(run.workflow_args)
-        args = parse_stress_args(raw, media=True)
+        args = parse_stress_args(raw)
         media_slos(args, raw)
         points = plan_media(args, run.spec, run.kind)
     except StressArgError as exc:

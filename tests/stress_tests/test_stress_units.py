@@ -290,8 +290,7 @@ def test_a_capacity_search_with_a_target_cut_by_its_budget_is_not_a_pass():
     assert record.passed is not True, record.detail
 
 
-def test_a_media_smoke_run_defaults_to_its_load_point_only():
-    assert parse_stress_args({"mode": "smoke"}).run_modes == ("single", "capacity")
-    assert parse_stress_args({"mode": "smoke"}, media=True).run_modes == ("single",)
-    assert parse_stress_args({"mode": "ci"}, media=True).run_modes == ("single", "capacity")
-    assert parse_stress_args({"mode": "smoke", "run_mode": "capacity"}, media=True).run_modes == ("capacity",)
+def test_a_smoke_run_defaults_to_its_load_point_only():
+    assert parse_stress_args({"mode": "smoke"}).run_modes == ("single",)
+    assert parse_stress_args({"mode": "ci"}).run_modes == ("single", "capacity")
+    assert parse_stress_args({"mode": "smoke", "run_mode": "capacity"}).run_modes == ("capacity",)
