@@ -68,13 +68,22 @@ def test_different_seeds_different_text(api):
     assert len(texts) > 1, f"seeds 1, 2, 3 at temperature 1 all gave {texts}"
 
 
+_NATURAL_LENGTHS: dict[tuple[str, str], int] = {}
+
+
 def _natural_length(api) -> int:
-    """Tokens of a greedy answer that ends by itself (EOS); fails when the model never stops."""
-    out = api.chat(messages=SHORT_ANSWER, max_tokens=64, temperature=0)
-    choice = out["choices"][0]
-    if choice["finish_reason"] != "stop":
-        pytest.fail(f"the greedy answer did not end by itself within 64 tokens: {choice!r}")
-    return out["usage"]["completion_tokens"]
+    """Tokens of a greedy answer that ends by itself (EOS); fails when the model never stops.
+
+    Measured once per server and model: ignore_eos and min_tokens both need it, and each greedy
+    answer costs seconds on a CPU server (the same request gives the same greedy answer)."""
+    key = (api.base_url, api.model)
+    if key not in _NATURAL_LENGTHS:
+        out = api.chat(messages=SHORT_ANSWER, max_tokens=64, temperature=0)
+        choice = out["choices"][0]
+        if choice["finish_reason"] != "stop":
+            pytest.fail(f"the greedy answer did not end by itself within 64 tokens: {choice!r}")
+        _NATURAL_LENGTHS[key] = out["usage"]["completion_tokens"]
+    return _NATURAL_LENGTHS[key]
 
 
 @pytest.mark.sampling
