@@ -182,14 +182,17 @@ STOP_REASONS: dict[str, str] = {
 
 @dataclass
 class PointSampling(TypedRecord):
-    """How many requests an adaptive point sent and why it stopped (benchmarking/run_control.py).
+    """How many requests an adaptive point sent and why it stopped (the rule: records/sampling.py).
 
-    The point sends its minimum (``point.num_prompts``), then further rounds while a required target
-    check it feeds is undecided on its 95% interval (records.judge.target_estimates, the estimate the
-    report judges) and its precision goal is not met, within its sampling budget. ``metrics.duration``
-    sums the rounds (the pause between rounds, while the rule is evaluated, is not counted)."""
+    The point sends its minimum, then further rounds while a required target check it feeds is
+    undecided on its 95% interval (the estimate the report judges: records.judge.target_estimates for
+    an LLM point, records.media_estimates.figure_estimates for a media point) and its precision goal is
+    not met, within its sampling budget. The point's duration sums the rounds (the pause between
+    rounds, while the rule is evaluated, is not counted). LLM points (``BenchPoint.sampling``) and media
+    perf-reference points (``records.media.MediaPoint.sampling``) carry it."""
 
-    min_requests: int = described("Requests the point sends at least (point.num_prompts).")
+    min_requests: int = described("Requests the point sends at least (an LLM point's num_prompts; a media point's "
+                                  "planned minimum, in whole rounds of its concurrency).")
     requests: int = described("Measured requests sent over all rounds.")
     rounds: int = described("Rounds of requests sent (1: the minimum was enough).")
     stop_reason: str = described("Why it stopped: " + "; ".join(f"{k}: {v}" for k, v in STOP_REASONS.items()) + ".")

@@ -167,6 +167,12 @@ def target_decision(key: str, interval: Interval | None, target: float) -> str:
     return decide_interval(interval, target, TARGET_CHECKS[key][1])
 
 
+def media_target_decision(metric: str, interval: Interval | None, target: float) -> str:
+    """pass / fail / inconclusive of one media target on its figure's interval, the direction from the
+    metric's name (``media_tier_checks`` judges with it, the media benchmark's adaptive stop too)."""
+    return decide_interval(interval, target, metric_higher_is_better(metric))
+
+
 def max_error_rate(spec: ModelSpec) -> tuple[float, str | None]:
     """The spec's allowance ``device_model_spec.max_error_rate`` (0..1, default 0) and a note
     when the value given is unusable."""
@@ -332,8 +338,7 @@ def media_tier_checks(row: MediaRow, tier: MediaTierCheck, required: bool, error
         elif metric in tier.missing or value is None:
             decision, missed, detail = FAIL, True, f"{metric} not measured"
         else:
-            decision = (INCONCLUSIVE if ci is None else
-                        decide_interval(Interval(ci[0], ci[1], ""), target, metric_higher_is_better(metric)))
+            decision = media_target_decision(metric, None if ci is None else Interval(ci[0], ci[1], ""), target)
             missed = decision == FAIL
             if error_rate_failed and decision != FAIL:
                 decision, detail = FAIL, ("the point's error rate exceeds max_error_rate: a target met by the "
@@ -764,7 +769,8 @@ def _eval_detail(ev: EvalRow) -> str:
 
 
 __all__ = ["TIERS", "STATUS_TIERS", "check_tier", "target_estimates", "target_decision", "tier_target_checks",
-           "MIN_DECIDING_SAMPLES", "check_metric_tier", "media_tier_checks", "media_checks", "decide", "eval_check",
+           "MIN_DECIDING_SAMPLES", "check_metric_tier", "media_target_decision", "media_tier_checks", "media_checks",
+           "decide", "eval_check",
            "serving_check_of",
            "judge_comparison",
            "required_tiers", "evals_required",
