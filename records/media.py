@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contracts.typed_record import TypedRecord, described
+from records.bench import PointSampling
 
 SCHEMA = "tt-media-point/1"
 
@@ -55,6 +56,11 @@ def point_file_name(kind: str, max_concurrency: int) -> str:
     return f"media_point_{kind}_con-{max_concurrency}.json"
 
 
+def point_key(kind: str, max_concurrency: int) -> str:
+    """The point's name in the report and in its checks' names (``<metric> <kind>_con-<c> <tier>``)."""
+    return f"{kind}_con-{max_concurrency}"
+
+
 @dataclass
 class MediaPoint(TypedRecord):
     """One load point against a media endpoint: what was sent, what came back, the headline figures."""
@@ -66,7 +72,8 @@ class MediaPoint(TypedRecord):
     kind: str = described("Model kind: image, speech, cnn, embedding or vision.")
     endpoint: str = described("Endpoint the requests were sent to.")
     max_concurrency: int = described("Requests in flight at once.")
-    num_requests: int = described("Requests sent for the point (warm-up excluded).")
+    num_requests: int = described("Requests of the point over all its rounds (warm-up excluded): those sent, "
+                                  "plus not_sent when a signal stopped it.")
     items_per_request: int = described("Images, clips or inputs per request.", 1)
     params: dict = described("Workload parameters (num_inference_steps, image size, batch size ...).",
                              factory=dict)
@@ -112,3 +119,7 @@ class MediaPoint(TypedRecord):
                                             None, unit="J")
     joules_per_unit: float | None = described("energy_joules / work_units.", None, unit="J")
     cost_note: str = described("What the cost figures measured (process tree, cgroup), or why one is n/a.", "")
+    sampling: PointSampling | None = described(
+        "Adaptive sample size of a perf-reference point (records/sampling.py): its minimum and sent requests, "
+        "rounds, and why it stopped (decided, precision, sample_budget ...); null for a sweep point, which "
+        "sends its fixed count in one round.", None, record=PointSampling)

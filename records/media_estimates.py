@@ -19,6 +19,8 @@ inconclusive. Seeded: the same rows give the same interval.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from contracts.intervals import METHOD_ORDER_STATISTIC, Interval, bootstrap_ratio, quantile_interval
 from records.judge import BOOTSTRAP_ITERATIONS, MIN_DECIDING_SAMPLES, Estimate
 from records.media import SPEECH, MediaPoint
@@ -31,6 +33,8 @@ METHOD_THROUGHPUT = (f"percentile bootstrap {OVER} of the work per request-secon
 METHOD_QUANTILE = f"{METHOD_ORDER_STATISTIC} {OVER}"
 THROUGHPUTS = ("images_per_s", "items_per_s", "audio_s_per_s")
 QUANTILES = {"latency_p50_ms": 0.5, "latency_p95_ms": 0.95}
+#: Figures that can have an interval (with enough rows); a target on any other figure stays inconclusive.
+INTERVAL_FIGURES = ("s_per_step", "rtf", *QUANTILES, *THROUGHPUTS)
 
 
 def _completed(point: MediaPoint) -> list[tuple[float, float | None]]:
@@ -51,8 +55,10 @@ def _scaled(interval: Interval, by: float, method: str) -> Interval:
     return Interval(interval.low * by, interval.high * by, method)
 
 
-def figure_estimates(point: MediaPoint) -> dict[str, Estimate]:
-    """Every figure of the point that has a value, with its 95% interval (None when it cannot have one)."""
+def figure_estimates(point: MediaPoint, only: Iterable[str] | None = None) -> dict[str, Estimate]:
+    """Every figure of the point that has a value (or those of ``only``: the media benchmark's adaptive
+    stop asks for the figures its checks need), with its 95% interval (None when it cannot have one)."""
+    wanted = None if only is None else set(only)
     rows = _completed(point)
     n = len(rows)
     latencies = [ms for ms, _ in rows]
@@ -67,6 +73,8 @@ def figure_estimates(point: MediaPoint) -> dict[str, Estimate]:
     out: dict[str, Estimate] = {}
     for name, value in point.figures.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        if wanted is not None and name not in wanted:
             continue
         interval = None
         if name == "s_per_step":

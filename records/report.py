@@ -23,7 +23,7 @@ from typing import Any
 
 from contracts.typed_record import RecordError, TypedRecord, described
 from contracts.workflow_keys import PERF_TIERS
-from records.bench import format_classes
+from records.bench import PointSampling, format_classes
 from records.distribution import Distribution
 from records.bench_timeline import PointTimeline
 
@@ -277,6 +277,10 @@ class MediaRow(TypedRecord):
     joules_per_unit: float | None = described("Host energy (RAPL) per unit of work; null where n/a (cost_note).",
                                               None)
     cost_note: str = described("What the cost figures measured, or why they are n/a.", "")
+    sampling: PointSampling | None = described(
+        "How many requests the adaptive point sent and why it stopped (records.bench.PointSampling: decided, "
+        "precision, sample_budget ...); null for a sweep point (one fixed round) or a point not run.", None,
+        record=PointSampling)
     timeline: PointTimeline | None = described(
         "The point over its own seconds: each request's end-to-end latency at the second it was sent, above the "
         "media server's sampled queue depth and batch sizes (records.bench_timeline); null for a point "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from reports import comparison_views, views
 from reports.legend import legend
-from reports.media_views import cost_notes, media_tables, target_lines
+from reports.media_views import cost_notes, media_tables, sampling_notes, target_lines
 from records.report import ReportRecord, Section
 from reports.section_tables import markdown_lines
 
@@ -109,6 +109,10 @@ def render_markdown(record: ReportRecord) -> str:
         lines = [line for line in target_lines(record) if line.startswith(f"{media.kind}_")]
         if lines:
             out += ["Targets:", ""] + [f"- {line}" for line in lines] + [""]
+        sampled = [line for line in sampling_notes(record) if line.startswith(f"{media.kind}_")]
+        if sampled:
+            out += ["Sample size (adaptive: rounds until each required target is decided):", ""] + [
+                f"- {line}" for line in sampled] + [""]
         notes = [line for line in cost_notes(record) if line.startswith(f"{media.kind}_")]
         if notes:
             out += ["Cost (server core-seconds, energy):", ""] + [f"- {line}" for line in notes] + [""]

@@ -15,7 +15,7 @@ from typing import Any
 from contracts.model_spec import ModelSpec, PerfReference
 from contracts.typed_record import RecordError
 from records import judge
-from records.media import MEDIA_KINDS, MediaPoint
+from records.media import MEDIA_KINDS, MediaPoint, point_key
 from records.media_estimates import figure_estimates
 from records.report import TIERS, MediaRow
 from reports.timelines import media_timeline
@@ -24,7 +24,7 @@ POINT_GLOB = "media_point_*.json"
 
 
 def media_key(kind: str, max_concurrency: int) -> str:
-    return f"{kind}_con-{max_concurrency}"
+    return point_key(kind, max_concurrency)
 
 
 def is_media_reference(ref: PerfReference) -> bool:
@@ -60,7 +60,7 @@ def _point_row(run_dir: Path, path: Path, point: MediaPoint) -> MediaRow:
                     figures=dict(point.figures), params=dict(point.params), source=point.source,
                     record_file=path.relative_to(run_dir).as_posix(),
                     core_seconds_per_unit=point.core_seconds_per_unit, cost_unit=point.cost_unit,
-                    joules_per_unit=point.joules_per_unit, cost_note=point.cost_note,
+                    joules_per_unit=point.joules_per_unit, cost_note=point.cost_note, sampling=point.sampling,
                     timeline=media_timeline(media_key(point.kind, point.max_concurrency), point))
 
 

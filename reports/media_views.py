@@ -60,6 +60,21 @@ def cost_notes(record: ReportRecord) -> list[str]:
     return sorted({f"{r.key}: {r.cost_note}" for r in record.media if r.ran and r.cost_note})
 
 
+def sampling_notes(record: ReportRecord) -> list[str]:
+    """One line per adaptive point: the requests it sent over how many rounds, from which minimum, and
+    why it stopped (``records.bench.STOP_REASONS``), with the stop rule's own words."""
+    out = []
+    for r in record.media:
+        s = r.sampling
+        if not r.ran or s is None:
+            continue
+        rounds = f"{s.rounds} round{'s' if s.rounds != 1 else ''}"
+        out.append(f"{r.key}: {s.requests} requests in {rounds} (minimum {s.min_requests}; precision goal "
+                   f"{s.precision:.0%}, sampling budget {s.budget_s:g} s); stopped: {s.stop_reason}"
+                   + (f" ({s.detail})" if s.detail else ""))
+    return out
+
+
 def media_tables(record: ReportRecord) -> list[MediaTable]:
     tables = []
     for kind in sorted({r.kind for r in record.media}):
