@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarking.body_fields import body_fields
-from contracts.workflow_keys import BENCHMARK_ARGS
+from contracts.workflow_keys import BENCHMARK_ARGS, PERF_TIERS, VERDICT_ARGS
 
 # key -> one-line help, declared with every workflow's keys in contracts.workflow_keys
-WORKFLOW_ARG_HELP = BENCHMARK_ARGS
+# (and the verdict's perf_tiers: adaptive points sample for the tiers the verdict requires)
+WORKFLOW_ARG_HELP = {**BENCHMARK_ARGS, **VERDICT_ARGS}
 WORKFLOW_ARG_KEYS: frozenset[str] = frozenset(WORKFLOW_ARG_HELP)
 MODES = ("smoke", "ci", "full")
 WORKLOADS = ("trace", "multi_turn", "shared_prefix")  # benchmarking/workloads/, one module each
@@ -46,6 +47,7 @@ class BenchArgs:
     budget_s: float | None = None
     point_budget_s: float | None = None
     precision: float = 0.05
+    perf_tiers: str | None = None  # the highest tier the verdict requires (None: the status's tiers)
     sample_budget_s: float | None = None  # None: the mode's default (run_control.DEFAULT_SAMPLE_BUDGETS)
     request_rate: float = math.inf
     burstiness: float = 1.0
@@ -168,6 +170,10 @@ def parse_workflow_args(raw: dict) -> BenchArgs:
             args.tools = ["tt", "vllm"] if tools == ["vllm"] else tools
         elif key == "vllm_python":
             args.vllm_python = value
+        elif key == "perf_tiers":
+            if value not in PERF_TIERS:
+                raise BenchArgError(f"perf_tiers={value!r}: expected one of {', '.join(PERF_TIERS)}")
+            args.perf_tiers = value
         elif key == "precision":
             args.precision = _float(key, value)
             if args.precision >= 1:

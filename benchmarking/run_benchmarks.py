@@ -149,7 +149,7 @@ def _sample_goal(ctx: Context, point: Point, budget_s: float | None) -> run_cont
     if budget_s is not None:
         sample_budget = min(sample_budget, budget_s / 2)  # a round must never be cut by the point budget
     checks = run_control.goal_checks(point_key(point.isl, point.osl, point.max_concurrency), point.targets,
-                                     required_tiers(ctx.spec.status.name))
+                                     required_tiers(ctx.spec.status.name, b.perf_tiers))
     return run_control.SampleGoal(checks=checks, min_requests=point.num_prompts, concurrency=point.max_concurrency,
                                   users=min(point.max_concurrency, point.num_prompts), precision=b.precision,
                                   budget_s=sample_budget)
@@ -298,7 +298,7 @@ def _judge(ctx: Context, point: Point, record: BenchPoint) -> None:
     function the report uses), stored with the point for the console table."""
     from records.judge import check_tier, max_error_rate, required_tiers
     allowed, _ = max_error_rate(ctx.spec)
-    required = required_tiers(ctx.spec.status.name)
+    required = required_tiers(ctx.spec.status.name, ctx.bench.perf_tiers)
     record.targets = {tier: check_tier(tier, tier in required, targets, record, allowed).to_dict()
                       for tier, targets in (point.targets or {}).items() if isinstance(targets, dict)}
 

@@ -39,7 +39,7 @@ from records.sampling import (DEFAULT_PRECISION, DEFAULT_SAMPLE_BUDGETS, SampleG
 from media_clients.workloads import spec_params, workload_for  # noqa: E402
 
 #: The benchmarks workflow's keys this client reads (the others are the LLM benchmark's).
-WORKFLOW_ARG_KEYS = frozenset({"precision", "sample_budget_s"})
+WORKFLOW_ARG_KEYS = frozenset({"precision", "sample_budget_s", "perf_tiers"})
 SMOKE_REQUESTS = 2
 
 
@@ -52,16 +52,18 @@ class PlannedPoint:
     checks: tuple[tuple[str, str, float], ...] = ()  # the required target checks it feeds (name, figure, target)
 
 
-def required_checks(spec: ModelSpec, kind: str, ref: PerfReference) -> list[tuple[str, str, float]]:
+def required_checks(spec: ModelSpec, kind: str, ref: PerfReference,
+                    perf_tiers: str | None = None) -> list[tuple[str, str, float]]:
     """The verdict's required target checks a perf-reference point feeds, named as verdict.checks names
-    them: the targets of the tiers the model's status requires, on figures that can have an interval
+    them: the targets of the tiers the model's status requires (capped at ``perf_tiers``), on figures that can have an interval
     (``records.media_estimates.INTERVAL_FIGURES``: more requests cannot decide any other)."""
     targets = {tier: dict(target.metrics) for tier, target in ref.targets.items()}
-    checks = goal_checks(point_key(kind, int(ref.max_concurrency or 1)), targets, required_tiers(spec.status.name))
+    checks = goal_checks(point_key(kind, int(ref.max_concurrency or 1)), targets,
+                         required_tiers(spec.status.name, perf_tiers))
     return [c for c in checks if c[1] in INTERVAL_FIGURES]
 
 
-def plan_points(spec: ModelSpec, kind: str, mode: str) -> list[PlannedPoint]:
+def plan_points(spec: ModelSpec, kind: str, mode: str, perf_tiers: str | None = None) -> list[PlannedPoint]:
     dms = spec.device_model_spec
     max_con = max(1, int(dms.max_concurrency or 1))
     base = spec_params(spec)
@@ -71,7 +73,7 @@ def plan_points(spec: ModelSpec, kind: str, mode: str) -> list[PlannedPoint]:
             continue
         con = int(ref.max_concurrency or 1)
         n = int(ref.num_prompts or con)
-        checks = tuple(required_checks(spec, kind, ref))
+        checks = tuple(required_checks(spec, kind, ref, perf_tiers))
         if checks:  # adaptive: the fewest requests that can decide, then rounds until decided
             n = max(2 * n, deciding_minimum(con)) if mode == "full" else deciding_minimum(con)
             n = -(-n // con) * con
@@ -124,7 +126,7 @@ def run(run: ClientRun) -> int:
     written: list[Path] = []
     failed_points = 0
     precision, budget_s = sampling_args(run.workflow_args, run.mode)
-    plan = plan_points(run.spec, run.kind, run.mode)
+    plan = plan_points(run.spec, run.kind, run.mode, run.workflow_args.get("perf_tiers") or None)
     log(f"media benchmarks: {run.kind} model {run.served_model_name}, {len(plan)} point(s), mode {run.mode}")
     warm = workload_for(run.kind, plan[0].params if plan else {})
     first = warm.send(run.http, run.served_model_name, 0)  # unmeasured: first-request costs stay out of the figures

@@ -95,8 +95,14 @@ def normalise_status(status: Any) -> str:
     return text.rsplit(".", 1)[-1]
 
 
-def required_tiers(status: Any) -> list[str]:
-    return list(STATUS_TIERS.get(normalise_status(status), ()))
+def required_tiers(status: Any, perf_tiers: str | None = None) -> list[str]:
+    """The performance tiers a verdict requires: the status's, capped at ``perf_tiers``
+    (``--workflow-args perf_tiers=``) when it names a tier. The benchmarks size their adaptive
+    points to these, and the report requires these: one rule for both."""
+    tiers = list(STATUS_TIERS.get(normalise_status(status), ()))
+    if perf_tiers not in TIERS:
+        return tiers
+    return [t for t in tiers if TIERS.index(t) <= TIERS.index(perf_tiers)]
 
 
 def evals_required(status: Any) -> bool:
@@ -526,7 +532,7 @@ def decide(
     if perf_tiers is not None and perf_tiers not in TIERS:
         notes = [*notes, f"perf_tiers={perf_tiers!r} is not one of {', '.join(TIERS)}: ignored"]
         perf_tiers = None
-    capped = [t for t in tiers if perf_tiers is None or TIERS.index(t) <= TIERS.index(perf_tiers)]
+    capped = required_tiers(status, perf_tiers)
     cap_note = (f"performance tiers required: {', '.join(capped) or 'none'} (perf_tiers={perf_tiers}; "
                 f"the status {status} requires {', '.join(tiers)})") if capped != tiers else None
     tiers = capped

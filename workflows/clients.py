@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from contracts import REPO_ROOT
 from contracts.run_dir import collect_outputs
 from contracts.workflow_args import WorkflowType, accepted_keys, passthrough_problem
+from contracts.workflow_keys import VERDICT_ARGS
 from workflows.context import RunContext
 from workflows.processes import die_with_parent, stop_process_group
 from workflows.resume import mark_client, release_client
@@ -114,6 +115,8 @@ def args_for(workflow: WorkflowType, workflow_args: dict[str, str]) -> dict[str,
     if workflow is WorkflowType.REPORTS:
         return dict(workflow_args)
     keys = accepted_keys(workflow)
+    if workflow is WorkflowType.BENCHMARKS:  # perf_tiers: its adaptive points sample for the tiers the verdict requires
+        keys |= frozenset(VERDICT_ARGS)
     # Keys no workflow owns reach a child that passes them through (evals: lm-eval; benchmarks: request
     # body fields); in a release, max_tokens reaches evals but not benchmarks (its OSL is its own), and
     # stress_tests' slo never becomes a benchmark request field.

@@ -81,3 +81,10 @@ def test_sweep_modes():
 def test_warmup_pairs_are_distinct_and_sorted():
     assert warmup_pairs(SPEC, {"mode": "ci"}) == [(128, 128), (1024, 1024)]
     assert warmup_pairs(SPEC, {"mode": "smoke", "some_eval_key": "x"}) == [(128, 128), (1024, 1024)]
+
+
+def test_perf_tiers_is_read_not_sent_as_a_request_field():
+    args = parse_workflow_args({"perf_tiers": "functional"})
+    assert args.perf_tiers == "functional" and "perf_tiers" not in args.body_fields
+    with pytest.raises(BenchArgError, match="perf_tiers"):
+        parse_workflow_args({"perf_tiers": "fastest"})

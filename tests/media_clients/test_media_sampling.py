@@ -181,3 +181,15 @@ def test_sampling_args_read_the_benchmarks_keys_and_refuse_bad_values():
     for bad in ({"precision": "1.5"}, {"precision": "x"}, {"sample_budget_s": "0"}, {"sample_budget_s": "nan"}):
         with pytest.raises(BadInput):
             sampling_args(bad, "ci")
+
+
+def test_perf_tiers_caps_the_checks_a_point_samples_for():
+    """A COMPLETE model's point samples for its functional and complete targets; with perf_tiers=functional
+    only for the functional one, as the verdict then requires."""
+    ref = _ref(con=1)
+    ref["targets"] = {"functional": {"metrics": {"latency_p50_ms": 900.0}},
+                      "complete": {"metrics": {"latency_p50_ms": 300.0}}}
+    spec = _spec([ref], status="COMPLETE")
+    tiers = lambda checks: sorted(name.rsplit(" ", 1)[1] for name, _, _ in checks)  # noqa: E731
+    assert tiers(plan_points(spec, "cnn", "ci")[0].checks) == ["complete", "functional"]
+    assert tiers(plan_points(spec, "cnn", "ci", perf_tiers="functional")[0].checks) == ["functional"]

@@ -433,6 +433,10 @@ def test_release_children_get_only_the_workflow_args_they_accept():
     stress = args_for(WorkflowType.STRESS_TESTS, given)
     assert stress["slo"] == "ttft_p99:2000" and "markers" not in stress and "goodput" not in stress
     assert args_for(WorkflowType.REPORTS, given) == given
+    # perf_tiers reaches the benchmarks too: their adaptive points sample for the tiers the verdict requires
+    capped = {**given, "perf_tiers": "functional"}
+    assert args_for(WorkflowType.BENCHMARKS, capped) == {"mode": "smoke", "goodput": "ttft:500", "perf_tiers": "functional"}
+    assert "perf_tiers" not in args_for(WorkflowType.TESTS, capped)
 
 
 def test_keys_no_workflow_owns_reach_the_children_that_pass_them_through():
