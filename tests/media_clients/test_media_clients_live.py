@@ -16,10 +16,11 @@ import pytest
 
 from records.media import MediaPoint
 from tests.helpers import free_port, write_model_spec
+from workflows.venvs import venv_path
 
 REPO = Path(__file__).resolve().parents[2]
-MEDIA_PYTHON = REPO / ".workflow_venvs" / "media-server" / "bin" / "python"
-CLIENT_PYTHON = REPO / ".workflow_venvs" / "media-clients" / "bin" / "python"
+MEDIA_PYTHON = venv_path("media-server") / "bin" / "python"  # TT_WORKFLOW_VENVS_DIR, else the checkout's
+CLIENT_PYTHON = venv_path("media-clients") / "bin" / "python"
 KEY = "media-clients-test-key"
 pytestmark = pytest.mark.integration
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import free_port
+from workflows.venvs import venv_path
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "run_dev.py"
@@ -19,7 +20,7 @@ def test_a_device_name_it_does_not_know_is_exit_2():
 
 
 def test_a_device_torch_does_not_see_stops_the_server_with_one_line():
-    if not (REPO / ".workflow_venvs" / "media-server" / "bin" / "python").exists():
+    if not (venv_path("media-server") / "bin" / "python").exists():
         pytest.skip("media-server venv missing")
     done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cuda:3", "--models", "mock", "--no-auth",
                            "--port", str(free_port())], capture_output=True, text=True, timeout=120)

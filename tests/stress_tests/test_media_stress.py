@@ -13,10 +13,11 @@ import pytest
 
 from records.stress import CapacityRecord, StressRecord
 from tests.helpers import write_model_spec
+from workflows.venvs import venv_path
 from tests.tt_media_server.conftest import TEST_API_KEY, start_media_server
 
 REPO = Path(__file__).resolve().parents[2]
-CLIENT_PYTHON = REPO / ".workflow_venvs" / "media-clients" / "bin" / "python"
+CLIENT_PYTHON = venv_path("media-clients") / "bin" / "python"  # TT_WORKFLOW_VENVS_DIR, else the checkout's
 MODEL = "all-MiniLM-L6-v2"
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

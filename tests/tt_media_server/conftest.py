@@ -22,13 +22,12 @@ from tests.helpers import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVER_DIR = REPO_ROOT / "tt-media-server"
-MEDIA_VENV_PYTHON = REPO_ROOT / ".workflow_venvs" / "media-server" / "bin" / "python"
 TEST_API_KEY = "test-key-0123456789"
 
 
 def media_python() -> Path:
-    """The media-server venv's python (where run.py keeps its venvs: TT_WORKFLOW_VENVS_DIR, else
-    MEDIA_VENV_PYTHON's folder), built through the tool's own venv manager when it is missing (a test
+    """The media-server venv's python (where run.py keeps its venvs: TT_WORKFLOW_VENVS_DIR, else the
+    checkout's .workflow_venvs), built through the tool's own venv manager when it is missing (a test
     run alone must not skip for want of a venv the suite can make); a venv that cannot be built fails."""
     from workflows.venvs import VenvError, ensure_venv, venvs_root
 
@@ -222,4 +221,4 @@ def run_server_command(env: dict[str, str], timeout: float = 60.0) -> subprocess
 
 __all__ = ["ServerHandle", "start_media_server", "run_server_command", "module_server_fixtures", "wheel_model_path",
            "TEST_API_KEY",
-           "SERVER_DIR", "MEDIA_VENV_PYTHON"]
+           "SERVER_DIR"]

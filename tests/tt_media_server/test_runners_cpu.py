@@ -13,7 +13,7 @@ import subprocess
 import httpx
 import pytest
 
-from tests.tt_media_server.conftest import REPO_ROOT
+from workflows.venvs import venv_path
 
 pytestmark = pytest.mark.integration
 
@@ -72,7 +72,7 @@ def test_efficientnet_and_diffusers_cpu_runners(media_server):
 
 
 def test_schemathesis_finds_no_server_error(media_server, tmp_path):
-    schemathesis = REPO_ROOT / ".workflow_venvs" / "dev" / "bin" / "schemathesis"
+    schemathesis = venv_path("dev") / "bin" / "schemathesis"
     if not schemathesis.exists():
         pytest.skip("schemathesis is not installed in the dev venv")
     server = media_server({"MODELS": "mock,mock-cnn"})
