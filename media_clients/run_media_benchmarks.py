@@ -55,8 +55,8 @@ class PlannedPoint:
 def required_checks(spec: ModelSpec, kind: str, ref: PerfReference,
                     perf_tiers: str | None = None) -> list[tuple[str, str, float]]:
     """The verdict's required target checks a perf-reference point feeds, named as verdict.checks names
-    them: the targets of the tiers the model's status requires (capped at ``perf_tiers``), on figures that can have an interval
-    (``records.media_estimates.INTERVAL_FIGURES``: more requests cannot decide any other)."""
+    them: the targets of the tiers the model's status requires (capped at ``perf_tiers``), on figures that
+    can have an interval (``records.media_estimates.INTERVAL_FIGURES``: more requests cannot decide any other)."""
     targets = {tier: dict(target.metrics) for tier, target in ref.targets.items()}
     checks = goal_checks(point_key(kind, int(ref.max_concurrency or 1)), targets,
                          required_tiers(spec.status.name, perf_tiers))
@@ -75,8 +75,7 @@ def plan_points(spec: ModelSpec, kind: str, mode: str, perf_tiers: str | None = 
         n = int(ref.num_prompts or con)
         checks = tuple(required_checks(spec, kind, ref, perf_tiers))
         if checks:  # adaptive: the fewest requests that can decide, then rounds until decided
-            n = max(2 * n, deciding_minimum(con)) if mode == "full" else deciding_minimum(con)
-            n = -(-n // con) * con
+            n = -(-max(2 * n, deciding_minimum(con)) // con) * con if mode == "full" else deciding_minimum(con)
         elif mode == "smoke":
             n = max(con, min(n, SMOKE_REQUESTS * con))
         else:

@@ -435,7 +435,8 @@ def test_release_children_get_only_the_workflow_args_they_accept():
     assert args_for(WorkflowType.REPORTS, given) == given
     # perf_tiers reaches the benchmarks too: their adaptive points sample for the tiers the verdict requires
     capped = {**given, "perf_tiers": "functional"}
-    assert args_for(WorkflowType.BENCHMARKS, capped) == {"mode": "smoke", "goodput": "ttft:500", "perf_tiers": "functional"}
+    assert args_for(WorkflowType.BENCHMARKS, capped) == {"mode": "smoke", "goodput": "ttft:500",
+                                                         "perf_tiers": "functional"}
     assert "perf_tiers" not in args_for(WorkflowType.TESTS, capped)
 
 
