@@ -86,13 +86,14 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def through_server(speech, workers: int, repeats: int, timeout: float) -> dict:
+def through_server(speech, workers: int, repeats: int, timeout: float, beam: int) -> dict:
     import httpx
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     groups = ",".join(f"({index})" for index in range(workers))
-    env = dict(os.environ, MODEL="whisper-tiny.en", DEVICE_IDS=groups, NO_AUTH="1", LOG_LEVEL="WARNING")
+    env = dict(os.environ, MODEL="whisper-tiny.en", DEVICE_IDS=groups, NO_AUTH="1", LOG_LEVEL="WARNING",
+               WHISPER_BEAM_SIZE=str(beam))
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     log_path = Path(tempfile.mkdtemp(prefix="bench-whisper-")) / "server.log"
     with open(log_path, "wb") as log:
@@ -126,7 +127,7 @@ def through_server(speech, workers: int, repeats: int, timeout: float) -> dict:
         seconds = statistics.median(timings[1:])
         duration = speech.long_clip.duration_seconds
         print(f"server, {workers} worker(s), 45 s clip: {seconds:.2f} s, RTF {seconds / duration:.3f}", flush=True)
-        return {"path": f"server, {workers} worker(s)", "beam_size": 1, "audio": "45 s clip, one request",
+        return {"path": f"server, {workers} worker(s)", "beam_size": beam, "audio": "45 s clip, one request",
                 "audio_seconds": round(duration, 2), "median_seconds": round(seconds, 3),
                 "rtf": round(seconds / duration, 4), "repeats": repeats}
     finally:
@@ -147,6 +148,7 @@ def main() -> int:
     parser.add_argument("--beam", type=int, nargs="+", default=[1, 5])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--server-workers", type=int, nargs="*", default=[])
+    parser.add_argument("--server-beam", type=int, default=5, help="the served decoder's beam (its default: 5)")
     parser.add_argument("--ready-timeout", type=float, default=600.0)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -154,7 +156,7 @@ def main() -> int:
     speech = speech_set()
     rows = direct(speech, args.beam, args.repeats)
     for workers in args.server_workers:
-        rows.append(through_server(speech, workers, args.repeats, args.ready_timeout))
+        rows.append(through_server(speech, workers, args.repeats, args.ready_timeout, args.server_beam))
     print()
     print(f"{'path':<22} {'beam':>4} {'audio':<30} {'audio s':>8} {'median s':>9} {'RTF':>7}")
     for row in rows:
