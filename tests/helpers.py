@@ -57,6 +57,13 @@ def load_script(path: Path):
     return module
 
 
+def verdict_exit_code(verdict: str) -> int:
+    """The exit code run.py owes a release whose verdict is `verdict` (PASS 0, FAIL 3, INCONCLUSIVE 4)."""
+    from workflows.pipeline import EXIT_VERDICT_FAIL, EXIT_VERDICT_INCONCLUSIVE
+
+    return {"PASS": 0, "FAIL": EXIT_VERDICT_FAIL, "INCONCLUSIVE": EXIT_VERDICT_INCONCLUSIVE}[verdict]
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
     with socket.socket() as sock:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from contracts import REPO_ROOT
-from tests.helpers import free_port
+from tests.helpers import free_port, verdict_exit_code
 
 
 def run_py(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -108,7 +108,9 @@ def test_cpu_release_smoke(tmp_path) -> None:
         assert (out / "reports" / name).exists()
     report = json.loads((out / "reports" / "report.json").read_text())
     verdict = report["verdict"]["result"]
-    assert result.returncode == (0 if verdict == "PASS" else 3), output[-3000:]
+    # The verdict is the exit code: PASS 0, FAIL 3, INCONCLUSIVE 4 (a busy host can leave a perf point
+    # undecided at smoke size; the report then names what more samples would decide).
+    assert result.returncode == verdict_exit_code(verdict), output[-3000:]
     assert (out / "server.log").stat().st_size > 0
     # The report was rendered once more after the run ended: its final status and end time, every step's outcome.
     markdown = (out / "reports" / "report.md").read_text()

@@ -21,7 +21,7 @@ from rich.console import Console
 from contracts import REPO_ROOT
 from contracts.run_dir import Manifest, RunDirectory, RunStatus, StepStatus
 from contracts.workflow_args import WorkflowType
-from tests.helpers import free_port
+from tests.helpers import free_port, verdict_exit_code
 from workflows import pipeline
 from workflows.catalog import load_catalog
 from workflows.cli import parse_args
@@ -357,7 +357,7 @@ def test_benchmarks_against_external_stub(stub_server, tmp_path) -> None:
     assert (out / "model_spec.json").exists() and (out / "cli_args.json").exists()
     assert "[benchmarks]" in (out / "run.log").read_text()
     report = json.loads((out / "reports" / "report.json").read_text())
-    assert result.returncode == (0 if report["verdict"]["result"] == "PASS" else 3), text[-3000:]
+    assert result.returncode == verdict_exit_code(report["verdict"]["result"]), text[-3000:]
 
 
 @pytest.mark.slow
