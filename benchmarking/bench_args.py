@@ -13,6 +13,7 @@ from typing import Any
 
 from benchmarking.body_fields import body_fields
 from contracts.workflow_keys import BENCHMARK_ARGS, PERF_TIERS, VERDICT_ARGS
+from records.sampling import sampling_setting
 
 # key -> one-line help, declared with every workflow's keys in contracts.workflow_keys
 # (and the verdict's perf_tiers: adaptive points sample for the tiers the verdict requires)
@@ -48,7 +49,7 @@ class BenchArgs:
     point_budget_s: float | None = None
     precision: float = 0.05
     perf_tiers: str | None = None  # the highest tier the verdict requires (None: the status's tiers)
-    sample_budget_s: float | None = None  # None: the mode's default (run_control.DEFAULT_SAMPLE_BUDGETS)
+    sample_budget_s: float | None = None  # None: the mode's default (records.sampling.DEFAULT_SAMPLE_BUDGETS)
     request_rate: float = math.inf
     burstiness: float = 1.0
     ramp: tuple[float, float] | None = None
@@ -174,11 +175,12 @@ def parse_workflow_args(raw: dict) -> BenchArgs:
             if value not in PERF_TIERS:
                 raise BenchArgError(f"perf_tiers={value!r}: expected one of {', '.join(PERF_TIERS)}")
             args.perf_tiers = value
-        elif key == "precision":
-            args.precision = _float(key, value)
-            if args.precision >= 1:
-                raise BenchArgError(f"precision={value!r} must be a share below 1 (e.g. 0.05)")
-        elif key in ("budget_s", "point_budget_s", "request_timeout_s", "stall_timeout_s", "sample_budget_s"):
+        elif key in ("precision", "sample_budget_s"):
+            try:
+                setattr(args, key, sampling_setting(key, value))
+            except ValueError as error:
+                raise BenchArgError(str(error)) from None
+        elif key in ("budget_s", "point_budget_s", "request_timeout_s", "stall_timeout_s"):
             setattr(args, key, _float(key, value))
         elif key == "request_rate":
             args.request_rate = math.inf if value.lower() == "inf" else _float(key, value)

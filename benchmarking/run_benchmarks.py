@@ -34,6 +34,7 @@ from contracts.typed_record import RecordError  # noqa: E402
 from contracts.cpu_cost import probe_for_run  # noqa: E402
 from contracts.client_main import BadInput, ClientInvocation, StopSignals, run_client  # noqa: E402
 from benchmarking import run_control  # noqa: E402
+from records.sampling import DEFAULT_SAMPLE_BUDGETS, SampleGoal  # noqa: E402
 from benchmarking.sweeps import Point, build_points  # noqa: E402
 
 __all__ = ["WORKFLOW_ARG_KEYS", "main"]
@@ -141,18 +142,18 @@ def _send_round(ctx: Context, point: Point, items, warm, seed: int, budget_s: fl
     return run
 
 
-def _sample_goal(ctx: Context, point: Point, budget_s: float | None) -> run_control.SampleGoal:
+def _sample_goal(ctx: Context, point: Point, budget_s: float | None) -> SampleGoal:
     """The required target checks this point feeds and the bounds of its adaptive sample size."""
     from records.judge import required_tiers
     b = ctx.bench
-    sample_budget = b.sample_budget_s or run_control.DEFAULT_SAMPLE_BUDGETS[b.mode]
+    sample_budget = b.sample_budget_s or DEFAULT_SAMPLE_BUDGETS[b.mode]
     if budget_s is not None:
         sample_budget = min(sample_budget, budget_s / 2)  # a round must never be cut by the point budget
     checks = run_control.goal_checks(point_key(point.isl, point.osl, point.max_concurrency), point.targets,
                                      required_tiers(ctx.spec.status.name, b.perf_tiers))
-    return run_control.SampleGoal(checks=checks, min_requests=point.num_prompts, concurrency=point.max_concurrency,
-                                  users=min(point.max_concurrency, point.num_prompts), precision=b.precision,
-                                  budget_s=sample_budget)
+    return SampleGoal(checks=checks, min_requests=point.num_prompts, concurrency=point.max_concurrency,
+                      users=min(point.max_concurrency, point.num_prompts), precision=b.precision,
+                      budget_s=sample_budget)
 
 
 def _measure_sweep_point(ctx: Context, point: Point, budget_s: float | None):

@@ -29,8 +29,7 @@ from collections import Counter
 
 from records import sampling
 from records.judge import TARGET_CHECKS, target_decision, target_estimates
-from records.sampling import (DEFAULT_PRECISION, DEFAULT_SAMPLE_BUDGETS, MAX_REQUESTS_FACTOR, SampleGoal,
-                              SampleState)
+from records.sampling import SampleGoal, SampleState
 
 STALL_MARGIN_S = 10.0      # a point's budget exceeds the stall timeout by at least this much
 SERVER_GONE = frozenset({"stall", "connect_error"})  # failure classes that stop the sweep
@@ -96,6 +95,5 @@ def sampling_stop(goal: SampleGoal, ttfts_ms: list[float], tpots_ms: list[float]
                                   sent, failed, elapsed_s, cut_short)
 
 
-__all__ = ["DEFAULT_PRECISION", "DEFAULT_SAMPLE_BUDGETS", "MAX_REQUESTS_FACTOR", "STALL_MARGIN_S", "SERVER_GONE",
-           "SampleGoal", "SampleState", "failure_summary", "goal_checks", "point_budget", "sampling_stop",
+__all__ = ["STALL_MARGIN_S", "SERVER_GONE", "failure_summary", "goal_checks", "point_budget", "sampling_stop",
            "server_gone", "stall_line"]

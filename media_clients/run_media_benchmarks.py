@@ -19,7 +19,6 @@ so its figures still carry intervals) and says so; sweep points send their fixed
 """
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from records.judge import required_tiers  # noqa: E402
 from records.media import point_file_name, point_key  # noqa: E402
 from records.media_estimates import INTERVAL_FIGURES  # noqa: E402
 from records.sampling import (DEFAULT_PRECISION, DEFAULT_SAMPLE_BUDGETS, SampleGoal, deciding_minimum,  # noqa: E402
-                              goal_checks)
+                              goal_checks, sampling_setting)
 from media_clients.workloads import spec_params, workload_for  # noqa: E402
 
 #: The benchmarks workflow's keys this client reads (the others are the LLM benchmark's).
@@ -91,24 +90,16 @@ def plan_points(spec: ModelSpec, kind: str, mode: str, perf_tiers: str | None = 
 
 def sampling_args(workflow_args: dict[str, str], mode: str) -> tuple[float, float]:
     """(precision, sample budget in s) from ``precision=`` / ``sample_budget_s=``, else the defaults."""
-    def number(key: str) -> float | None:
+    values: dict[str, float] = {}
+    for key in ("precision", "sample_budget_s"):
         raw = workflow_args.get(key)
-        if raw is None or raw == "":
-            return None
-        try:
-            value = float(raw)
-        except ValueError:
-            raise BadInput(f"workflow arg {key}={raw!r} is not a number") from None
-        if math.isnan(value) or value <= 0:
-            raise BadInput(f"workflow arg {key}={raw!r} must be > 0")
-        return value
-
-    precision = number("precision")
-    if precision is not None and precision >= 1:
-        raise BadInput(f"precision={workflow_args['precision']!r} must be a share below 1 (e.g. 0.05)")
-    budget = number("sample_budget_s")
-    return (precision or DEFAULT_PRECISION,
-            budget or DEFAULT_SAMPLE_BUDGETS.get(mode, DEFAULT_SAMPLE_BUDGETS["ci"]))
+        if raw:
+            try:
+                values[key] = sampling_setting(key, raw)
+            except ValueError as error:
+                raise BadInput(str(error)) from None
+    return (values.get("precision", DEFAULT_PRECISION),
+            values.get("sample_budget_s", DEFAULT_SAMPLE_BUDGETS.get(mode, DEFAULT_SAMPLE_BUDGETS["ci"])))
 
 
 def sample_goal(planned: PlannedPoint, precision: float, budget_s: float) -> SampleGoal | None:

@@ -31,6 +31,22 @@ DEFAULT_SAMPLE_BUDGETS = {"smoke": 30.0, "ci": 60.0, "full": 300.0}
 #: A point sends at most this many times its minimum.
 MAX_REQUESTS_FACTOR = 16
 
+
+def sampling_setting(key: str, raw: str) -> float:
+    """The value of workflow arg ``precision`` or ``sample_budget_s``, or ValueError with the one line
+    that names what is wrong. Both benchmark clients (LLM and media) parse the two settings here, so a
+    value one accepts the other never refuses."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"workflow arg {key}={raw!r} is not a number") from None
+    if math.isnan(value) or value <= 0:
+        raise ValueError(f"workflow arg {key}={raw!r} must be > 0")
+    if key == "precision" and value >= 1:
+        raise ValueError(f"precision={raw!r} must be a share below 1 (e.g. 0.05)")
+    return value
+
+
 #: The report's decision of one check: (metric key, its 95% interval or None, target) -> pass/fail/inconclusive.
 Decide = Callable[[str, "Interval | None", float], str]
 

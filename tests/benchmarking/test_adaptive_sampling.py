@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 
-from benchmarking import run_control
-from benchmarking.run_control import SampleGoal, goal_checks, sampling_stop
+from benchmarking.run_control import goal_checks, sampling_stop
 from records.bench import STOP_REASONS
+from records.sampling import DEFAULT_PRECISION, SampleGoal
 from reports import run_reports
 from tests.benchmarking.test_bench_stub_runs import _run
 from tests.helpers import model_spec
@@ -63,7 +63,7 @@ def test_budget_cap_and_failures_stop_the_sampling():
     assert sampling_stop(goal(31.0), SPREAD[:7], [], sent=8, failed=1, elapsed_s=1).stop_reason == "failed_requests"
     assert set(STOP_REASONS) >= {"no_checks", "decided", "precision", "failed_requests", "sample_budget",
                                  "max_requests", "cut_short"}
-    assert run_control.DEFAULT_PRECISION == 0.05
+    assert DEFAULT_PRECISION == 0.05
 
 
 def _spec_with(targets_by_con):

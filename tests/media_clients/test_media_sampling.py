@@ -12,6 +12,9 @@ import threading
 
 import pytest
 
+from benchmarking.bench_args import BenchArgError
+from benchmarking.bench_args import parse_workflow_args as parse_bench_args
+
 from media_clients.common import BadInput
 from media_clients.load import run_point
 from media_clients.run_media_benchmarks import plan_points, sample_goal, sampling_args
@@ -179,8 +182,12 @@ def test_sampling_args_read_the_benchmarks_keys_and_refuse_bad_values():
     assert sampling_args({}, "smoke") == (0.05, 30.0) and sampling_args({}, "full") == (0.05, 300.0)
     assert sampling_args({"precision": "0.1", "sample_budget_s": "12"}, "ci") == (0.1, 12.0)
     for bad in ({"precision": "1.5"}, {"precision": "x"}, {"sample_budget_s": "0"}, {"sample_budget_s": "nan"}):
-        with pytest.raises(BadInput):
+        with pytest.raises(BadInput) as media_error:
             sampling_args(bad, "ci")
+        # The LLM benchmarks refuse the same values with the same line (records.sampling.sampling_setting).
+        with pytest.raises(BenchArgError) as llm_error:
+            parse_bench_args(bad)
+        assert str(media_error.value) == str(llm_error.value)
 
 
 def test_perf_tiers_caps_the_checks_a_point_samples_for():
