@@ -57,12 +57,26 @@ def _point_failure_summary(path: Path) -> str:
     return f"{failed} of {total} requests failed ({by})"
 
 
+def _not_required_evals(run_dir: Path) -> set[str]:
+    """Eval tasks the verdict shows as checks it does not require (smoke mode's scores, perf_tiers caps)."""
+    report = _read_json(run_dir / "reports" / "report.json")
+    verdict = report.get("verdict") if isinstance(report, dict) else None
+    checks = verdict.get("checks") if isinstance(verdict, dict) else None
+    return {str(c.get("item")) for c in checks or []
+            if isinstance(c, dict) and c.get("category") == "evals" and c.get("required") is False}
+
+
 def eval_failures(run_dir: Path) -> list[str]:
-    """One line per eval task that did not pass."""
+    """One line per eval task that did not pass, unless the verdict does not require its score (the
+    report still shows it): a closing line names what decided the run, not every undecided figure.
+    An eval that could not run at all is always named."""
     lines = []
+    not_required = _not_required_evals(run_dir)
     for path in sorted((run_dir / "evals").glob("*/eval_record.json")):
         data = _read_json(path)
         if not isinstance(data, dict) or data.get("status") in ("passed", None):
+            continue
+        if not data.get("error") and str(data.get("task") or path.parent.name) in not_required:
             continue
         ci = data.get("ci95")
         interval = f" in {ci}" if isinstance(ci, list) else ""

@@ -75,3 +75,25 @@ def test_an_engine_that_dies_mid_run_is_quoted_in_run_py_closing_lines(tmp_path)
     closing = "\n".join(result.stdout.strip().splitlines()[-15:])
     assert "the server exited (code 0) during benchmarks" in closing, closing
     assert f"server error: {CAUSE}" in closing and f"(log: {out / 'server.log'})" in closing, closing
+
+
+def test_closing_lines_name_the_evals_the_verdict_requires_not_every_undecided_score(tmp_path):
+    """Smoke mode shows eval scores without requiring them: an undecided one is in the report, not in the
+    run's last lines; a required one, or an eval that could not run, is named there."""
+    import json
+
+    for task, record in {"chat": {"status": "inconclusive", "value": 0.6, "ci95": [0.4, 0.8], "target": 0.48,
+                                  "samples": 25},
+                         "qa": {"status": "inconclusive", "value": 0.5, "ci95": [0.3, 0.7], "target": 0.4, "samples": 25},
+                         "mc": {"status": "failed", "error": "lm-eval exited 1"}}.items():
+        (tmp_path / "evals" / task).mkdir(parents=True)
+        (tmp_path / "evals" / task / "eval_record.json").write_text(json.dumps({"task": task, **record}))
+    (tmp_path / "reports").mkdir()
+    checks = [{"name": f"accuracy {task}", "category": "evals", "item": task, "required": task == "qa",
+               "decision": "inconclusive"} for task in ("chat", "qa", "mc")]
+    (tmp_path / "reports" / "report.json").write_text(json.dumps({"verdict": {"result": "INCONCLUSIVE",
+                                                                              "checks": checks}}))
+    lines = summary_lines(tmp_path, _manifest(RunStatus.INCONCLUSIVE), "the release verdict is INCONCLUSIVE")
+    evals = [line for line in lines if line.startswith("eval ")]
+    assert evals == ["eval mc: failed: lm-eval exited 1",
+                     "eval qa: inconclusive: score 0.5 in [0.3, 0.7] vs target 0.4 (n=25)"], lines
