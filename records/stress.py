@@ -31,8 +31,11 @@ class Drift(TypedRecord):
     memory_peak_mb: float | None = described("highest sample", None, unit="MB")
     memory_growth_pct: float | None = described("(last - first) / first", None, unit="%")
     memory_slope_mb_per_h: float | None = described("least-squares slope of the samples", None, unit="MB/h")
-    warmup_s: float | None = described("seconds at the start left out of both drift judgements (one window or "
+    warmup_s: float | None = described("seconds at the start left out of the latency drift (one window or "
                                        "a tenth of the run, whichever is longer)", None, unit="s")
+    memory_warmup_s: float | None = described("seconds at the start left out of the memory growth: the latency's "
+                                              "warm-up or 20 s (at most a third of the run), whichever is longer; "
+                                              "a fresh server allocates its working memory first", None, unit="s")
     slice_s: float | None = described("length of each of the equal time slices the run after warm-up is cut into "
                                       "for the latency drift (4, 3 or 2 slices: see latency_statistic)", None,
                                       unit="s")

@@ -75,7 +75,7 @@ def _stress_points(rec) -> list[SectionTable]:
             kind="drift", title="Endurance: latency and server memory drift after warm-up, decided on 95% intervals",
             headers=["Point", "Duration (s)", "Warm-up (s)", "Judged", "Slices", "First (ms)", "Last (ms)",
                      "n first/last", "Drift %", "Drift 95% CI", "Latency", "p99 first/last (ms)", "Memory source",
-                     "Memory baseline (MB)", "Memory last (MB)", "Memory growth %", "Memory growth 95% CI", "Memory"],
+                     "Memory warm-up (s)", "Memory baseline (MB)", "Memory last (MB)", "Memory growth %", "Memory growth 95% CI", "Memory"],
             rows=[_drift_row(p) for p in timed],
             legend={"Warm-up (s)": dl["warmup_s"], "Judged": dl["latency_statistic"],
                     "Slices": "count x length of the equal slices the run after warm-up was cut into for the latency "
@@ -85,7 +85,7 @@ def _stress_points(rec) -> list[SectionTable]:
                     "Drift 95% CI": dl["latency_judged_drift_ci"], "Latency": dl["latency_decision"],
                     "p99 first/last (ms)": "p99 e2e latency of the first and last slice, shown beside the judged "
                                            "figure (judged only when Judged is p99)",
-                    "Memory source": dl["memory_source"],
+                    "Memory source": dl["memory_source"], "Memory warm-up (s)": dl["memory_warmup_s"],
                     "Memory baseline (MB)": dl["memory_baseline_mb"],
                     "Memory growth %": dl["memory_growth_after_warmup_pct"],
                     "Memory growth 95% CI": dl["memory_growth_ci"], "Memory": dl["memory_decision"]},
@@ -109,7 +109,8 @@ def _drift_row(p) -> list[str]:
     return [p.name, _n(p.duration_s, 1), _n(d.warmup_s, 1), d.latency_statistic or "none", slices,
             _n(d.latency_judged_first_ms), _n(d.latency_judged_last_ms), n, _n(d.latency_judged_drift_pct, 1),
             _ci(d.latency_judged_drift_ci), _decision(d.latency_decision),
-            f"{_n(d.latency_p99_first_ms)}/{_n(d.latency_p99_last_ms)}", d.memory_source, _n(d.memory_baseline_mb, 1),
+            f"{_n(d.latency_p99_first_ms)}/{_n(d.latency_p99_last_ms)}", d.memory_source, _n(d.memory_warmup_s, 1),
+            _n(d.memory_baseline_mb, 1),
             _n(d.memory_last_mb, 1), _n(d.memory_growth_after_warmup_pct, 2), _ci(d.memory_growth_ci),
             _decision(d.memory_decision)]
 

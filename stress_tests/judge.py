@@ -60,6 +60,7 @@ def judged_drift(run: LoadRun, windows: list[dict], args: StressArgs, memory_sou
     samples = [(w["t_end"], w["memory_bytes"]) for w in windows if w.get("memory_bytes")]
     if memory_source != "none" or samples:
         mem = memory_drift(samples, run.duration_s, args.window_s, args.max_memory_growth_pct)
+        d.memory_warmup_s = mem.warmup_s
         d.memory_baseline_mb, d.memory_growth_after_warmup_pct = mem.baseline_mb, mem.growth_pct
         d.memory_growth_ci, d.memory_samples, d.memory_decision = mem.ci_pct, mem.n, mem.decision
         checks["memory_growth_pct"] = _decided(mem.growth_pct, args.max_memory_growth_pct, mem.decision,

@@ -88,7 +88,10 @@ def test_whisper_endurance_minute_decides_memory_and_latency_drift(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("API_KEY", "VLLM_API_KEY", "JWT_SECRET")}
     done = subprocess.run([sys.executable, str(REPO / "run.py"), "--model", "whisper-tiny.en", "--device", "cpu",
                            "--workflow", "stress_tests", "--local-server", "--service-port", str(port),
-                           "--workflow-args", "run_mode=endurance endurance_s=60", "--output-dir", str(out_dir)],
+                           # a memory sample per 2 s window: ~27 after warm-up, where the default 5 s gives ~11,
+                           # whose line's interval (about +-10% with beam-5 Whisper's RSS swings) decides nothing
+                           "--workflow-args", "run_mode=endurance endurance_s=60 window_s=2", "--output-dir",
+                           str(out_dir)],
                           capture_output=True, text=True, timeout=900, cwd=REPO, env=env)
     tail = (done.stdout + done.stderr)[-4000:]
     record = json.loads((out_dir / "stress_tests" / "stress_record.json").read_text())

@@ -16,7 +16,8 @@ from benchmarking.metrics import RequestRecord
 from contracts.intervals import quantile_interval
 from media_clients.transport import Answer
 from media_clients.workloads import Sent, Workload
-from stress_tests.drift import GMEAN, SLICE_TAIL, choose, gmean_ratio_interval, latency_drift, memory_drift
+from stress_tests.drift import (GMEAN, SLICE_TAIL, choose, gmean_ratio_interval, latency_drift, memory_drift,
+                                memory_warmup_seconds)
 from stress_tests.driver import STOPPED_EARLY, Load
 from stress_tests.media_driver import drive_media
 from stress_tests.saturation import SaturationDetector
@@ -148,11 +149,14 @@ def test_memory_growth_after_warmup_decided_on_the_slope_interval():
     warm = [(t, 500e6 if t < 5 else 400e6) for t in range(0, 5)]       # warm-up spike, left out
     flat = warm + [(t, 400e6 + (t % 3) * 1e5) for t in range(5, 120, 5)]
     m = memory_drift(flat, 120.0, 5.0, 10.0)
-    assert m.decision == "pass" and abs(m.growth_pct) < 1 and m.baseline_mb == 400.0 and m.n >= 20
+    # judged from 20 s on (MIN_MEMORY_WARMUP_S, longer than the latency's 12 s): the first sample there is 400.2 MB
+    assert m.decision == "pass" and abs(m.growth_pct) < 1 and m.baseline_mb == 400.2 and m.n == 20
+    assert m.warmup_s == 20.0 and memory_warmup_seconds(60.0, 5.0) == 20.0 and memory_warmup_seconds(30.0, 5.0) == 10.0
+    assert memory_warmup_seconds(1800.0, 10.0) == 180.0   # a long run's tenth is longer
     leak = warm + [(t, 400e6 * (1 + 0.002 * t)) for t in range(5, 120, 5)]   # +23% by the end
     m = memory_drift(leak, 120.0, 5.0, 10.0)
     assert m.decision == "fail" and m.ci_pct[0] > 10
-    m = memory_drift(leak[:9], 120.0, 5.0, 10.0)   # two samples after the 12 s warm-up
+    m = memory_drift(leak[:9], 120.0, 5.0, 10.0)   # one sample after the 20 s warm-up
     assert m.decision == "inconclusive" and "a line needs 4" in m.detail
 
 
