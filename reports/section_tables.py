@@ -75,7 +75,8 @@ def _stress_points(rec) -> list[SectionTable]:
             kind="drift", title="Endurance: latency and server memory drift after warm-up, decided on 95% intervals",
             headers=["Point", "Duration (s)", "Warm-up (s)", "Judged", "Slices", "First (ms)", "Last (ms)",
                      "n first/last", "Drift %", "Drift 95% CI", "Latency", "p99 first/last (ms)", "Memory source",
-                     "Memory warm-up (s)", "Memory baseline (MB)", "Memory last (MB)", "Memory growth %", "Memory growth 95% CI", "Memory"],
+                     "Memory warm-up (s)", "Memory baseline (MB)", "Memory last (MB)", "Memory growth %",
+                     "Memory growth 95% CI", "Memory"],
             rows=[_drift_row(p) for p in timed],
             legend={"Warm-up (s)": dl["warmup_s"], "Judged": dl["latency_statistic"],
                     "Slices": "count x length of the equal slices the run after warm-up was cut into for the latency "

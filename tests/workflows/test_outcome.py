@@ -84,7 +84,8 @@ def test_closing_lines_name_the_evals_the_verdict_requires_not_every_undecided_s
 
     for task, record in {"chat": {"status": "inconclusive", "value": 0.6, "ci95": [0.4, 0.8], "target": 0.48,
                                   "samples": 25},
-                         "qa": {"status": "inconclusive", "value": 0.5, "ci95": [0.3, 0.7], "target": 0.4, "samples": 25},
+                         "qa": {"status": "inconclusive", "value": 0.5, "ci95": [0.3, 0.7], "target": 0.4,
+                                "samples": 25},
                          "mc": {"status": "failed", "error": "lm-eval exited 1"}}.items():
         (tmp_path / "evals" / task).mkdir(parents=True)
         (tmp_path / "evals" / task / "eval_record.json").write_text(json.dumps({"task": task, **record}))
