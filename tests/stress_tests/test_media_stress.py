@@ -47,14 +47,30 @@ def run_media_stress(run_dir: Path, url: str, args: dict, pid: int | None = None
                           timeout=300)
 
 
+def latency_failed(run_dir: Path) -> bool:
+    """Whether the run's endurance point decided its latency drift `fail` (no record: no, the asserts say why)."""
+    path = run_dir / "stress_tests" / "stress_record.json"
+    if not path.exists():
+        return False
+    stress = StressRecord.read(path)
+    return any(p.mode == "endurance" and p.checks["latency_drift_pct"]["decision"] == "fail" for p in stress.points)
+
+
 def test_points_endurance_and_capacity_against_the_real_embedding_server(embedding_server, tmp_path):
-    proc = run_media_stress(tmp_path, embedding_server.base_url,
-                            {"mode": "smoke", "run_mode": "single,endurance,capacity", "max_concurrent": "4",
-                             "endurance_s": "10", "window_s": "1", "capacity_max": "40", "requests_per_level": "8",
-                             # a level holds when its goodput's 95% interval clears the goal: 16 good requests
-                             # (a level and its repeat) clear 80%, while 95% would need 73 per level
-                             "goodput_goal": "0.8"},
-                            pid=embedding_server.process.pid)
+    args = {"mode": "smoke", "run_mode": "single,endurance,capacity", "max_concurrent": "4",
+            "endurance_s": "10", "window_s": "1", "capacity_max": "40", "requests_per_level": "8",
+            # a level holds when its goodput's 95% interval clears the goal: 16 good requests
+            # (a level and its repeat) clear 80%, while 95% would need 73 per level
+            "goodput_goal": "0.8"}
+    proc = run_media_stress(tmp_path, embedding_server.base_url, args, pid=embedding_server.process.pid)
+    # Ten seconds is short enough for a neighbour on a shared 2-core host to lift one half's latency by a
+    # third (seen once: +33.5% [28.0, 39.3], p50 197 ms then 296 ms); alone the drift is -1..+6%. A drift
+    # fail must therefore reproduce in a second run on a fresh directory before it fails the test.
+    if latency_failed(tmp_path):
+        first = StressRecord.read(tmp_path / "stress_tests" / "stress_record.json")
+        print("latency drift failed once, rerunning:", first.points[1].checks["latency_drift_pct"]["detail"])
+        tmp_path = tmp_path / "rerun"
+        proc = run_media_stress(tmp_path, embedding_server.base_url, args, pid=embedding_server.process.pid)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     stress = StressRecord.read(tmp_path / "stress_tests" / "stress_record.json")
     single, endurance = stress.points
