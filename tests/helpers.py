@@ -59,9 +59,9 @@ def load_script(path: Path):
 
 def verdict_exit_code(verdict: str) -> int:
     """The exit code run.py owes a release whose verdict is `verdict` (PASS 0, FAIL 3, INCONCLUSIVE 4)."""
-    from workflows.pipeline import EXIT_VERDICT_FAIL, EXIT_VERDICT_INCONCLUSIVE
+    from workflows.pipeline import VERDICT_EXITS
 
-    return {"PASS": 0, "FAIL": EXIT_VERDICT_FAIL, "INCONCLUSIVE": EXIT_VERDICT_INCONCLUSIVE}[verdict]
+    return 0 if verdict == "PASS" else {name: code for code, name in VERDICT_EXITS.items()}[verdict]
 
 
 def free_port() -> int:

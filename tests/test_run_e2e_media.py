@@ -79,7 +79,7 @@ def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):
         assert not _live_members(pgid), f"server process group {pgid} outlived run.py"
 
 
-def test_whisper_endurance_minute_decides_memory_and_latency_drift(tmp_path):
+def test_whisper_endurance_minute_judges_latency_drift_by_its_interval_and_passes_memory(tmp_path):
     """A one-minute endurance run at the spec's concurrency holds too few requests for a p99 per slice; the
     latency drift is judged on what its slices hold enough requests for (a p90, else the halves' geometric
     means) with its interval, the memory growth after warm-up is decided pass, and the report's drift table

@@ -39,23 +39,9 @@ from embeddings_throughput import sentences  # noqa: E402
 
 def encoder(path: Path, model_dir: Path, threads: int):
     """An OnnxEncoder over a given .onnx file (not the cache's): the server's session options and encode()."""
-    import onnxruntime
-    from transformers import AutoTokenizer
+    from media_server.embeddings.onnx_backend import OnnxEncoder
 
-    from media_server.embeddings.onnx_backend import UNFUSABLE, OnnxEncoder
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    instance = OnnxEncoder.__new__(OnnxEncoder)
-    instance.path = path
-    instance.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"],
-                                                    disabled_optimizers=UNFUSABLE)
-    instance.tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
-    instance.max_tokens = instance.tokenizer.model_max_length
-    instance.dimension = int(instance.session.get_outputs()[0].shape[-1] or 384)
-    return instance
+    return OnnxEncoder(path, model_dir, threads, max_tokens=0)
 
 
 def main() -> int:

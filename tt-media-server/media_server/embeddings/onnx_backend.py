@@ -218,11 +218,12 @@ def padded_groups(lengths: list[int]) -> list[tuple[int, int]]:
 class OnnxEncoder:
     """An ONNX Runtime session over one exported directory, with the directory's tokenizer."""
 
-    def __init__(self, model_dir: Path, cache_root: Path, int8: bool, threads: int, max_tokens: int):
+    def __init__(self, onnx_path: Path, model_dir: Path, threads: int, max_tokens: int):
+        """A session over `onnx_path` (any graph of the model: the A/B benchmark loads candidates this way)."""
         import onnxruntime
         from transformers import AutoTokenizer
 
-        self.path = exported_model(model_dir, cache_root, int8)
+        self.path = onnx_path
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = max(0, threads)
         options.inter_op_num_threads = 1
@@ -234,6 +235,11 @@ class OnnxEncoder:
         self.dimension = int(self.session.get_outputs()[0].shape[-1] or
                              self.session.run(None, {"input_ids": np.ones((1, 2), np.int64),
                                                      "attention_mask": np.ones((1, 2), np.int64)})[0].shape[-1])
+
+    @classmethod
+    def exported(cls, model_dir: Path, cache_root: Path, int8: bool, threads: int, max_tokens: int) -> "OnnxEncoder":
+        """The served encoder: the model's graph exported (or found) in the cache, then loaded."""
+        return cls(exported_model(model_dir, cache_root, int8), model_dir, threads, max_tokens)
 
     def encode(self, texts: list[str]) -> tuple[np.ndarray, list[int]]:
         """Vectors (float32, one row per text) and each text's token count (special tokens included).

@@ -148,9 +148,9 @@ class EmbeddingCpuRunner(BatchRunner):
         knobs = embedding_settings()
         path = self.model_path()
         try:
-            self.onnx = OnnxEncoder(path, knobs.onnx_cache_root(), int8=backend == "onnx-int8",
-                                    threads=knobs.cpu_threads(self.settings),
-                                    max_tokens=describe_model_dir(self.model_id, path).max_tokens)
+            self.onnx = OnnxEncoder.exported(path, knobs.onnx_cache_root(), int8=backend == "onnx-int8",
+                                             threads=knobs.cpu_threads(self.settings),
+                                             max_tokens=describe_model_dir(self.model_id, path).max_tokens)
         except OnnxExportError as error:
             raise RunnerUnavailable(f"{self.name}: EMBEDDING_BACKEND={backend} cannot serve {path}: {error}; "
                                     "set EMBEDDING_BACKEND=torch for it") from None

@@ -132,9 +132,10 @@ class WhisperCpuRunner(GeneratorStreamingRunner):
             self.warm_up()
 
     def warm_up(self) -> None:
-        """Decode one second of faint noise so the first request does not pay for lazy initialisation."""
+        """Decode one second of faint noise at the served beam size, so the first request does not pay for
+        lazy initialisation (the beam search's buffers included)."""
         noise = (np.random.default_rng(0).standard_normal(SAMPLE_RATE) * 1e-3).astype(np.float32)
-        segments, _ = self.model.transcribe(noise, language="en", beam_size=1, vad_filter=False)
+        segments, _ = self.model.transcribe(noise, language="en", beam_size=self.beam_size, vad_filter=False)
         for _ in segments:
             pass
 
