@@ -139,7 +139,14 @@ def test_texts_already_being_computed_are_joined_not_recomputed():
 
 
 def test_full_window_is_split_into_length_sorted_batches():
-    assert length_sorted_batches(["bb", "a", "dddd", "ccc"], 3) == [["dddd", "ccc", "bb"], ["a"]]
+    # as few batches as max_size allows, sizes within one of each other (2 + 2, not 3 + 1)
+    assert length_sorted_batches(["bb", "a", "dddd", "ccc"], 3) == [["dddd", "ccc"], ["bb", "a"]]
+    assert length_sorted_batches([], 3) == []
+    texts = ["x" * n for n in range(1, 10)]
+    # at_least: the free workers each get a share (length neighbours together), never an empty batch
+    assert [len(b) for b in length_sorted_batches(texts, 32, at_least=2)] == [5, 4]
+    assert [len(b) for b in length_sorted_batches(texts, 4, at_least=2)] == [3, 3, 3]
+    assert [len(b) for b in length_sorted_batches(texts[:2], 32, at_least=5)] == [1, 1]
 
     async def run():
         # A 20 s window: full batches go out at once (milliseconds), a batcher that waited for the
@@ -156,6 +163,29 @@ def test_full_window_is_split_into_length_sorted_batches():
         assert [len(text) for text in batch] == sorted((len(text) for text in batch), reverse=True)
     assert sorted(len(t) for batch in encoder.batches for t in batch) == list(range(1, 9))
     assert elapsed < 10.0  # full batches go out at once, without waiting for the 20 s window
+
+
+def test_a_window_is_split_over_the_ready_workers_and_held_while_each_runs_a_batch():
+    async def run():
+        # Two ready workers, BATCH_MAX_INFLIGHT 0 (one batch per ready worker): the first window's
+        # eight texts go out as two batches of four at once; texts arriving while both run are held
+        # and leave together, to the worker that frees first.
+        encoder = RecordingFakeEncoder(delay=0.2)
+        batcher = EmbeddingBatcher(encoder, EmbeddingCache(100),
+                                   BatchingConfig(enabled=True, window_ms=1, max_size=32), ready_workers=lambda m: 2)
+        first = [asyncio.create_task(batcher.embed("m", [f"first {i}"])) for i in range(8)]
+        await asyncio.sleep(0.05)
+        later = [asyncio.create_task(batcher.embed("m", [f"later {i}"])) for i in range(6)]
+        await asyncio.gather(*first, *later)
+        return encoder, batcher
+
+    encoder, batcher = asyncio.run(run())
+    assert [len(batch) for batch in encoder.batches[:2]] == [4, 4]
+    assert all(text.startswith("first") for batch in encoder.batches[:2] for text in batch)
+    assert sorted(text for batch in encoder.batches[2:] for text in batch) == [f"later {i}" for i in range(6)]
+    assert [len(batch) for batch in encoder.batches[2:]] == [6]  # one worker free: it takes them all
+    assert batcher.inflight_limit("m") == 2
+    assert EmbeddingBatcher(encoder, EmbeddingCache(1), BatchingConfig(max_inflight=3)).inflight_limit("m") == 3
 
 
 def test_a_window_ending_while_a_batch_runs_waits_for_it_and_goes_out_as_one_batch():
@@ -177,7 +207,7 @@ def test_a_window_ending_while_a_batch_runs_waits_for_it_and_goes_out_as_one_bat
     assert encoder.batches[0] == ["first"]
     assert len(encoder.batches) == 2 and sorted(encoder.batches[1]) == [f"later {i}" for i in range(5)]
     with pytest.raises(ValueError, match="BATCH_MAX_INFLIGHT"):
-        BatchingConfig(max_inflight=0)
+        BatchingConfig(max_inflight=-1)
 
 
 def test_padded_groups_batch_equal_lengths_and_split_where_padding_costs_more_than_a_call():

@@ -43,7 +43,7 @@ sys.path.insert(0, str(SERVER_DIR))
 sys.path.insert(0, str(SERVER_DIR.parent))  # the repo root: contracts/
 
 from contracts.intervals import percentile  # noqa: E402
-from contracts.retry import GaveUp, wait_http_ok  # noqa: E402
+from contracts.retry import GaveUp, NotYet, retry, wait_http_ok  # noqa: E402
 
 MODEL = "all-MiniLM-L6-v2"
 
@@ -114,9 +114,21 @@ class Server:
             if self.process.poll() is not None:
                 raise SystemExit(f"benchmark: the server exited ({self.process.returncode}); see {self.log_path}")
 
+        def every_worker_started(remaining_s: float) -> None:
+            # /health turns 200 with the first warm worker; a second one still loading would share the cores
+            # with the first round, so the rounds start once no worker is starting any more.
+            not_exited()
+            models = httpx.get(self.url + "/tt-liveness", timeout=min(5.0, max(remaining_s, 0.1))).json()["models"]
+            starting = [w["devices"] for m in models for w in m["workers"] if w["state"] in ("new", "starting")]
+            if starting:
+                raise NotYet(f"workers on {', '.join(starting)} still starting")
+
+        started = time.monotonic()
         try:
             wait_http_ok(f"the server to answer {self.url}/health with 200", self.url + "/health", deadline_s=timeout,
                          alive_check=not_exited, delay_s=0.5)
+            retry(f"every worker of {self.url} to be ready", every_worker_started,
+                  deadline_s=max(1.0, timeout - (time.monotonic() - started)), delay_s=0.5)
         except GaveUp as exc:
             self.stop()
             raise SystemExit(f"benchmark: {exc}; see {self.log_path}") from None

@@ -26,7 +26,7 @@ from media_server.embeddings.cache import Embedding, EmbeddingCache
 from media_server.embeddings.encoding import (EmbeddingInputError, EmbeddingModelInfo, check_options, parse_input,
                                               resize, response_body)
 from media_server.embeddings.settings import embedding_settings
-from media_server.errors import BadInput
+from media_server.errors import BadInput, UnknownModel
 from prometheus_client import Counter, Histogram  # noqa: E402 - after media_server.metrics
 
 KIND = "embedding"
@@ -69,7 +69,14 @@ def _batcher(app: FastAPI) -> EmbeddingBatcher:
         cache = EmbeddingCache(knobs.embedding_cache_size,
                                on_hit=lambda model, count: CACHE_HITS.labels(model=model).inc(count),
                                on_miss=lambda model, count: CACHE_MISSES.labels(model=model).inc(count))
-        batcher = EmbeddingBatcher(encode, cache, knobs.batching)
+
+        def ready_workers(model: str) -> int:
+            try:
+                return len(scheduler.pool(model, "").ready_workers())  # any kind: rerank shares the batcher
+            except UnknownModel:  # cannot happen for a model a request resolved; one slot then
+                return 1
+
+        batcher = EmbeddingBatcher(encode, cache, knobs.batching, ready_workers)
         app.state.embedding_batcher = batcher
     return batcher
 

@@ -5,7 +5,9 @@ concurrent requests meet in one model call. Each request's texts are first answe
 texts another request is already waiting for join that request's computation (no second
 forward pass); the rest wait at most `window_ms` for company, are sorted by length (so a batch
 pads to similar lengths) and go to a worker in batches of at most
-`max_size`. While `max_inflight` batches of the model are already at the workers, a window that
+`max_size`, split evenly over the free worker slots (so two idle workers each get half of a window's
+texts rather than one getting all of them while the other waits). While `max_inflight` batches of
+the model (by default one per ready worker) are already at the workers, a window that
 ends keeps collecting until one of them returns (or `max_size` texts wait): under concurrency the
 requests answered by one batch come back spread over the time the API process takes to answer
 them, longer than the window, and without this hold the next batches would go out a few texts
@@ -40,28 +42,42 @@ class BatchingConfig:
     enabled: bool = True
     window_ms: float = 5.0
     max_size: int = 32
-    max_inflight: int = 1  # batches of one model at the workers before a window's end waits for one back
+    max_inflight: int = 0  # batches of one model at the workers before a window's end waits for one back;
+    #                        0: one per ready worker of the model
 
     def __post_init__(self) -> None:
         if self.window_ms < 0:
             raise ValueError(f"BATCH_WINDOW_MS must be >= 0, got {self.window_ms}")
         if self.max_size < 1:
             raise ValueError(f"BATCH_WINDOW_MAX_SIZE must be >= 1, got {self.max_size}")
-        if self.max_inflight < 1:
-            raise ValueError(f"BATCH_MAX_INFLIGHT must be >= 1, got {self.max_inflight}")
+        if self.max_inflight < 0:
+            raise ValueError(f"BATCH_MAX_INFLIGHT must be >= 0 (0: one per ready worker), got {self.max_inflight}")
 
 
-def length_sorted_batches(texts: list[str], max_size: int) -> list[list[str]]:
-    """Texts sorted by length (longest first), cut into batches of at most `max_size`."""
+def length_sorted_batches(texts: list[str], max_size: int, at_least: int = 1) -> list[list[str]]:
+    """Texts sorted by length (longest first), cut into contiguous batches of at most `max_size`:
+    as few as that allows, but at least `at_least` (the free workers) while there are texts for
+    them, with sizes differing by at most one (neighbours in length share a batch: little padding)."""
     ordered = sorted(texts, key=len, reverse=True)
-    return [ordered[index:index + max_size] for index in range(0, len(ordered), max_size)]
+    if not ordered:
+        return []
+    count = min(len(ordered), max(-(-len(ordered) // max_size), at_least))
+    size, extra = divmod(len(ordered), count)
+    batches, start = [], 0
+    for index in range(count):
+        end = start + size + (index < extra)
+        batches.append(ordered[start:end])
+        start = end
+    return batches
 
 
 class EmbeddingBatcher:
     """Answers `embed(model, texts)` from the cache, shared in-flight work, or new micro-batches."""
 
-    def __init__(self, encode: EncodeBatch, cache: EmbeddingCache, config: BatchingConfig):
+    def __init__(self, encode: EncodeBatch, cache: EmbeddingCache, config: BatchingConfig,
+                 ready_workers: Callable[[str], int] = lambda model: 1):
         self._encode = encode
+        self._ready_workers = ready_workers  # a model's workers able to take a batch now (its pool's count)
         self.cache = cache
         self.config = config
         self._inflight: dict[CacheKey, asyncio.Future] = {}
@@ -115,9 +131,13 @@ class EmbeddingBatcher:
             loop = asyncio.get_running_loop()
             self._timers[model] = loop.call_later(self.config.window_ms / 1000.0, self._window_ended, model)
 
+    def inflight_limit(self, model: str) -> int:
+        """Batches of `model` that may be at the workers at once: BATCH_MAX_INFLIGHT, else its ready workers."""
+        return self.config.max_inflight or max(1, self._ready_workers(model))
+
     def _window_ended(self, model: str) -> None:
         self._timers.pop(model, None)
-        if self._running.get(model, 0) >= self.config.max_inflight:
+        if self._running.get(model, 0) >= self.inflight_limit(model):
             self._held.add(model)  # flushed when a running batch returns (_run_batch)
         else:
             self._flush(model)
@@ -132,7 +152,8 @@ class EmbeddingBatcher:
             self._dispatch(model, texts)
 
     def _dispatch(self, model: str, texts: list[str]) -> None:
-        for batch in length_sorted_batches(texts, self.config.max_size):
+        free = self.inflight_limit(model) - self._running.get(model, 0)
+        for batch in length_sorted_batches(texts, self.config.max_size, at_least=max(1, free)):
             task = asyncio.get_running_loop().create_task(self._run_batch(model, batch))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)

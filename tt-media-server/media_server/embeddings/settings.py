@@ -26,9 +26,10 @@ class EmbeddingSettings(BaseSettings):
     enable_batching: bool = Field(True, description="merge concurrent requests' texts into micro-batches")
     batch_window_ms: float = Field(5.0, ge=0, le=10_000, description="how long a text waits for company")
     batch_window_max_size: int = Field(32, ge=1, le=4096, description="most texts in one model call")
-    batch_max_inflight: int = Field(1, ge=1, le=256, description="batches of one model at the workers before "
-                                    "a window's end waits for one to return (the number of workers keeps "
-                                    "every worker busy)")
+    batch_max_inflight: int = Field(0, ge=0, le=256, description="batches of one model at the workers before "
+                                    "a window's end waits for one to return (0: one per ready worker of the "
+                                    "model, which keeps every worker busy; a window's texts are split over "
+                                    "the free ones)")
     embedding_cache_size: int = Field(10_000, ge=0, le=10_000_000, description="LRU entries (0 disables it)")
     embedding_model_path: str = Field("", description="a sentence-transformers directory to serve instead")
     rerank_model_path: str = Field("", description="rerank-cpu: a cross-encoder directory (else the HF cache's "

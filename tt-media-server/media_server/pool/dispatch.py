@@ -5,7 +5,9 @@ AddRequest, back in BatchResults or StreamEvents); it holds no lifecycle logic, 
 request is easy to see and to measure (benchmarks/scheduler_overhead.py).
 
 Batch runners: an idle worker takes up to its ``max_batch`` queued requests at once; with fewer
-queued, the oldest waits up to MAX_BATCH_DELAY_TIME_MS for company. Streaming runners: each
+queued, the oldest waits up to MAX_BATCH_DELAY_TIME_MS for company. What is queued is shared evenly
+among the idle workers (two queued requests and two idle workers: one each, where the first worker
+would otherwise take both and the second would wait). Streaming runners: each
 request goes alone to a worker with a free slot, and a cancel is forwarded to it.
 """
 from __future__ import annotations
@@ -56,7 +58,8 @@ class Dispatcher:
                 self.window_handle = asyncio.get_running_loop().call_later(
                     self._window_s - waited, self.dispatch)
                 return
-            batch = [queue.popleft() for _ in range(min(limit, len(queue)))]
+            share = -(-len(queue) // self._idle_count())
+            batch = [queue.popleft() for _ in range(min(limit, share))]
             self._assign(worker, batch)
             self._batch_size.observe(len(batch))
             worker.send(RunBatch([(p.request_id, p.payload) for p in batch],
@@ -67,6 +70,10 @@ class Dispatcher:
         if self.window_handle:
             self.window_handle.cancel()
             self.window_handle = None
+
+    def _idle_count(self) -> int:
+        """Ready workers with room for a batch (at least 1: called once `_idle_worker` found one)."""
+        return max(1, sum(1 for w in self.workers if w.state == "ready" and len(w.inflight) < w.capacity))
 
     def _idle_worker(self):
         for worker in self.workers:
