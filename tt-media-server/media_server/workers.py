@@ -298,6 +298,10 @@ class WorkerHandle:
         self.failure = None
         self.ready_event = asyncio.Event()
         asyncio.get_running_loop().add_reader(parent.fileno(), self._readable)
+        # uvloop (uvicorn's loop whenever it is installed) makes a watched fd non-blocking; the pipe's
+        # recv() and send() of a message larger than the pipe's buffer then fail half-way with
+        # BlockingIOError, which read as the worker's death. The reader only needs readiness.
+        os.set_blocking(parent.fileno(), True)
 
     def send(self, message: ToWorker) -> bool:
         """Send a message; False when the pipe is already broken (death is handled elsewhere)."""
