@@ -40,6 +40,15 @@ def media_python() -> Path:
     return python
 
 
+def run_media_script(script: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`script` run by the media-server venv's python in the server's directory, with a bare environment
+    (PATH, HOME=`home`, NO_AUTH, a private PROMETHEUS_MULTIPROC_DIR): for unit tests of server modules
+    that need the venv's packages but no server."""
+    return subprocess.run([str(media_python()), "-c", script], cwd=SERVER_DIR, capture_output=True, text=True,
+                          timeout=timeout, env={"PATH": "/usr/bin:/bin", "HOME": str(home), "NO_AUTH": "1",
+                                                "PROMETHEUS_MULTIPROC_DIR": str(home)})
+
+
 @dataclasses.dataclass
 class ServerHandle:
     """A running media server.

@@ -10,9 +10,8 @@ idle one.
 from __future__ import annotations
 
 import json
-import subprocess
 
-from tests.tt_media_server.conftest import SERVER_DIR, media_python
+from tests.tt_media_server.conftest import run_media_script
 
 SCRIPT = r"""
 import asyncio, json
@@ -50,9 +49,7 @@ print(json.dumps(out))
 
 
 def test_queued_requests_are_shared_evenly_among_idle_workers(tmp_path):
-    done = subprocess.run([str(media_python()), "-c", SCRIPT], cwd=SERVER_DIR, capture_output=True, text=True,
-                          timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NO_AUTH": "1",
-                                            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)})
+    done = run_media_script(SCRIPT, tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     # [batch sizes sent to worker 0], [... to worker 1], requests left queued

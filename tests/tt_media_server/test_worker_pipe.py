@@ -9,9 +9,8 @@ process with the MOCK image runner (no model) takes a 1 MB request and answers w
 from __future__ import annotations
 
 import json
-import subprocess
 
-from tests.tt_media_server.conftest import SERVER_DIR, media_python
+from tests.tt_media_server.conftest import run_media_script
 
 SCRIPT = r"""
 import asyncio, json, os, uvloop
@@ -42,9 +41,7 @@ uvloop.run(main())
 
 
 def test_a_megabyte_each_way_reaches_the_worker_and_back_under_uvloop(tmp_path):
-    done = subprocess.run([str(media_python()), "-c", SCRIPT], cwd=SERVER_DIR, capture_output=True, text=True,
-                          timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NO_AUTH": "1",
-                                            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)})
+    done = run_media_script(SCRIPT, tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["state"] == "ready" and out["blocking"] is True

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 
-from tests.tt_media_server.conftest import SERVER_DIR, media_python
+from tests.tt_media_server.conftest import run_media_script
 
 SCRIPT = r"""
 import asyncio, json, logging, queue, sys
@@ -134,9 +133,7 @@ def _line(log: str, pattern: str) -> str:
 
 
 def test_worker_lines_carry_the_request_ids_of_their_work(tmp_path):
-    done = subprocess.run([str(media_python()), "-c", SCRIPT], cwd=SERVER_DIR, capture_output=True, text=True,
-                          timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NO_AUTH": "1",
-                                            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)})
+    done = run_media_script(SCRIPT, tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     out, log = json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
     # the server side: each admitted request's id goes out with its work
