@@ -7,6 +7,7 @@ vector derived from each text so results can be checked, and records every batch
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from media_server.embeddings.batcher import BatchingConfig, EmbeddingBatcher, le
 from media_server.embeddings.cache import Embedding, EmbeddingCache  # noqa: E402
 from media_server.embeddings.encoding import (EmbeddingInputError, EmbeddingModelInfo, check_options,  # noqa: E402
                                               decode_base64_vector, encode_vector, parse_input, resize,
-                                              response_body)
+                                              response_body, response_json)
 
 
 class RecordingFakeEncoder:
@@ -269,10 +270,21 @@ def test_batching_config_is_validated():
 def test_base64_is_little_endian_float32_of_the_vector():
     vector = np.array([0.5, -1.25, 3.0e-8], dtype=np.float32)
     assert np.array_equal(decode_base64_vector(encode_vector(vector, "base64")), vector)
-    assert encode_vector(vector, "float") == [0.5, -1.25, pytest.approx(3.0e-8)]
     body = response_body("m", [vector, vector], [3, 4], "float")
     assert body["usage"] == {"prompt_tokens": 7, "total_tokens": 7}
     assert [item["index"] for item in body["data"]] == [0, 1] and body["object"] == "list"
+
+
+def test_float_vectors_render_as_json_numbers_that_read_back_as_the_same_float32():
+    rng = np.random.default_rng(7)
+    vectors = [rng.standard_normal(384).astype(np.float32), np.array([0.5, -1.25, 3.0e-8, 0.1], np.float32)]
+    text = response_json(response_body("m", vectors, [3, 4], "float"))
+    parsed = json.loads(text)
+    for item, vector in zip(parsed["data"], vectors):
+        assert all(isinstance(number, float) for number in item["embedding"])
+        assert np.array_equal(np.asarray(item["embedding"], dtype=np.float32), vector)
+    assert parsed["data"][1]["embedding"] == [0.5, -1.25, pytest.approx(3.0e-8), pytest.approx(0.1)]
+    assert b"0.1," in text or b"0.1]" in text  # float32 shortest repr, not float64's 0.10000000149011612
 
 
 def test_dimensions_only_where_the_model_allows_and_renormalised():

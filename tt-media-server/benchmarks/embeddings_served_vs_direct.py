@@ -14,7 +14,8 @@ weaker side).
     ratio = server texts/s / direct texts/s           (goal at concurrency 32: >= 1.3)
     cosine = served vector . direct fp32 vector        (goal: >= 0.99, min over every text)
 
-Also printed per round: the server tree's CPU core-seconds per 1k texts (/proc; contracts/cpu_cost.py)
+Also printed per round: the server tree's CPU core-seconds per 1k texts (/proc; contracts/cpu_cost.py),
+the API process's share of them and the client's own (the cores it takes from the server),
 and energy where RAPL exists, and the texts per micro-batch the server sent to its worker (its
 Prometheus embedding_batch_texts). `--rounds` rounds (default 3); the median ratio and its spread.
 
@@ -181,7 +182,9 @@ def main() -> int:
             probe = CostProbe(pid=server.process.pid).start()
             main_before = process_cpu_seconds(server.process.pid)
             batches_before = asyncio.run(batch_counters(server.port))
+            client_started = time.process_time()
             wall, served, failures = asyncio.run(drive(server.port, texts, args.concurrency, 300))
+            client_seconds = time.process_time() - client_started
             main_seconds = process_cpu_seconds(server.process.pid) - main_before
             cost = probe.stop()
             batches, batch_texts = (after - before for after, before in
@@ -212,6 +215,7 @@ def main() -> int:
                                                         if cost.per(len(served)) is not None else None),
                    "server_core_seconds_note": cost.cpu_note,
                    "api_process_core_seconds_per_1k_texts": round(main_seconds * 1000 / max(1, len(served)), 3),
+                   "client_core_seconds_per_1k_texts": round(client_seconds * 1000 / len(texts), 3),
                    "direct_core_seconds_per_1k_texts": round(direct_cpu[direct_threads] * 1000 / len(texts), 3),
                    "energy_joules_per_1k_texts": cost.energy_per(len(served), 1000),
                    "energy_note": cost.energy_note}
@@ -223,7 +227,8 @@ def main() -> int:
                   f"(torch threads: texts/s {row['direct_texts_per_s_by_threads']}), "
                   f"ratio {row['ratio']:.2f}x; {row['texts_per_micro_batch']} texts per micro-batch; cosine to fp32 min {row['cosine_min']} mean {row['cosine_mean']}; "
                   f"server {row['server_core_seconds_per_1k_texts']} core-s per 1k texts (API process "
-                  f"{row['api_process_core_seconds_per_1k_texts']}, the rest the worker; direct "
+                  f"{row['api_process_core_seconds_per_1k_texts']}, the rest the workers; the client "
+                  f"{row['client_core_seconds_per_1k_texts']}; direct "
                   f"{row['direct_core_seconds_per_1k_texts']}); energy "
                   f"{row['energy_joules_per_1k_texts'] if row['energy_joules_per_1k_texts'] is not None else 'n/a'}"
                   f"{' (' + cost.energy_note + ')' if cost.energy_note else ''}", flush=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from media_server import metrics  # noqa: F401 - sets the multiprocess metrics directory first
@@ -24,7 +24,7 @@ from media_server.auth import require_api_key
 from media_server.embeddings.batcher import EmbeddingBatcher
 from media_server.embeddings.cache import Embedding, EmbeddingCache
 from media_server.embeddings.encoding import (EmbeddingInputError, EmbeddingModelInfo, check_options, parse_input,
-                                              resize, response_body)
+                                              resize, response_body, response_json)
 from media_server.embeddings.settings import embedding_settings
 from media_server.errors import BadInput, UnknownModel
 from prometheus_client import Counter, Histogram  # noqa: E402 - after media_server.metrics
@@ -92,7 +92,7 @@ def _model_info(app: FastAPI, pool) -> EmbeddingModelInfo:
 
 
 @router.post("/v1/embeddings")
-async def embeddings(request: Request, body: EmbeddingRequest) -> JSONResponse:
+async def embeddings(request: Request, body: EmbeddingRequest) -> Response:
     """Embed a string or a list of strings."""
     scheduler = scheduler_of(request)
     pool = scheduler.pool(body.model, KIND)
@@ -108,5 +108,5 @@ async def embeddings(request: Request, body: EmbeddingRequest) -> JSONResponse:
         texts = [prompt + text for text in texts]
     results = await run_request(request, _batcher(request.app).embed(pool.model_id, texts))
     vectors = [resize(result.vector, body.dimensions, info.normalized) for result in results]
-    return JSONResponse(response_body(pool.model_id, vectors, [result.tokens for result in results],
-                                      body.encoding_format))
+    return Response(response_json(response_body(pool.model_id, vectors, [result.tokens for result in results],
+                                                body.encoding_format)), media_type="application/json")
