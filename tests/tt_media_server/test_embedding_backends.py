@@ -40,6 +40,19 @@ reference = st.encode(texts)
 st_tokens = [len(ids) for ids in st.tokenizer(texts, truncation=True, max_length=st.max_seq_length)["input_ids"]]
 cosine = (vectors * reference).sum(1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(reference, axis=1)
 
+# Both graph layouts, in a cache of their own: fp32 unpadded is the model itself; the padded layout
+# (every non-BERT transformer's) keeps the same guarantees in int8.
+from media_server.embeddings import onnx_backend
+layouts = {}
+cache = Path(tempfile.mkdtemp())
+for layout, int8 in (("unpadded", False), ("padded", True)):
+    encoder = onnx_backend.OnnxEncoder.exported(EmbeddingCpuRunner.model_path(), cache, int8, 1, 0, layout)
+    together = encoder.encode(texts)[0]
+    apart = np.concatenate([encoder.encode([t])[0] for t in texts])
+    layouts[layout] = {"unpadded": encoder.unpadded,
+                       "cosine_min": float(((together * reference).sum(1) / np.linalg.norm(reference, axis=1)).min()),
+                       "batch_invariant": float(np.abs(apart - together).max())}
+
 # A directory the graph export cannot express (an extra Dense module): auto serves it with torch,
 # an explicit onnx backend is refused in one line naming the setting.
 odd = Path(tempfile.mkdtemp()) / "odd"
@@ -63,7 +76,8 @@ try:
     bad = ""
 except ValueError as error:
     bad = str(error)
-print(json.dumps({"backend": backend, "cosine_min": float(cosine.min()),
+print(json.dumps({"backend": backend, "cosine_min": float(cosine.min()), "layouts": layouts,
+                  "served_layout": runner.onnx.unpadded,
                   "batch_invariant": float(np.abs(alone - vectors).max()), "tokens": tokens, "st_tokens": st_tokens,
                   "norms": np.linalg.norm(vectors, axis=1).tolist(), "auto_odd": auto_choice, "refusal": refusal,
                   "per_model": [per_model.backend_for("BAAI/bge-m3"), per_model.backend_for("all-MiniLM-L6-v2")],
@@ -77,6 +91,11 @@ def test_int8_backend_keeps_the_fp32_vectors_and_is_the_same_alone_or_batched():
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["backend"] == "onnx-int8"  # auto, for a Transformer + mean Pooling + Normalize directory
+    assert report["served_layout"] is True  # a BERT encoder: the unpadded graph
+    unpadded, padded = report["layouts"]["unpadded"], report["layouts"]["padded"]
+    assert unpadded["unpadded"] is True and padded["unpadded"] is False
+    assert unpadded["cosine_min"] > 0.99999 and unpadded["batch_invariant"] < 1e-5, unpadded  # fp32: the model itself
+    assert padded["cosine_min"] >= 0.99 and padded["batch_invariant"] < 1e-5, padded
     assert report["cosine_min"] >= 0.99, report
     # per-token int8 scales: a batch-mate or padding moves a vector by float rounding at most
     assert report["batch_invariant"] < 1e-5, report

@@ -223,6 +223,36 @@ def test_padded_groups_batch_equal_lengths_and_split_where_padding_costs_more_th
     assert all(a[1] == b[0] for a, b in zip(groups, groups[1:]))  # contiguous, every text once
 
 
+def test_unpadded_groups_make_one_call_of_similar_texts_and_send_long_ones_apart():
+    from media_server.embeddings.unpadded_bert import BATCH_TOKENS, groups
+
+    assert groups([]) == []
+    assert groups([9, 9, 10, 12, 14, 15, 16, 18, 20]) == [(0, 9)]  # padding costs no weight MatMul: one call
+    # only attention pads: the two longest go together once their block costs more than a call
+    assert groups([9, 9, 10, 12, 20, 21, 22, 30, 40]) == [(0, 7), (7, 9)]
+    assert groups([10] * 31 + [256]) == [(0, 31), (31, 32)]  # its attention block would dwarf the rest
+    split = groups([100] * 100)
+    assert all(sum([100] * (end - start)) <= BATCH_TOKENS for start, end in split)
+    assert split[0][0] == 0 and split[-1][1] == 100 and all(a[1] == b[0] for a, b in zip(split, split[1:]))
+    assert groups([5000]) == [(0, 1)]  # a text longer than a call's budget still goes, alone
+
+
+def test_unpadded_feeds_place_each_text_s_tokens_and_weights():
+    from media_server.embeddings.unpadded_bert import INPUTS, MASKED, feeds
+
+    mean = feeds([[101, 7, 102], [101, 8, 9, 10, 102]], "mean")
+    assert list(mean) == list(INPUTS)
+    assert mean["input_ids"].tolist() == [101, 7, 102, 101, 8, 9, 10, 102]
+    assert mean["position_ids"].tolist() == [0, 1, 2, 0, 1, 2, 3, 4]
+    assert mean["gather_index"].tolist() == [[0, 1, 2, 8, 8], [3, 4, 5, 6, 7]]  # 8: the zero row after the tokens
+    assert mean["key_bias"].tolist() == [[0, 0, 0, np.float32(MASKED), np.float32(MASKED)], [0] * 5]
+    assert mean["scatter_index"].tolist() == [0, 1, 2, 5, 6, 7, 8, 9]  # row * longest + position
+    assert np.allclose(mean["pooling"].sum(1), 1) and np.allclose(mean["pooling"][0, :3], 1 / 3)
+    assert mean["pooling"][0, 3:].sum() == 0 and mean["pooling"][1, :3].sum() == 0
+    cls = feeds([[101, 7, 102], [101, 8, 9, 10, 102]], "cls")
+    assert cls["pooling"].tolist() == [[1, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 0, 0, 0, 0]]
+
+
 def test_without_batching_each_request_goes_alone():
     async def run():
         batcher, encoder = _batcher(BatchingConfig(enabled=False, max_size=2))

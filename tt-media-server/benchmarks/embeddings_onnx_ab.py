@@ -7,7 +7,7 @@ over the first one is sum(first's seconds) / sum(its seconds) over the rounds, w
 percentile bootstrap over rounds (contracts/intervals.bootstrap_ratio).
 
 Each graph runs through the server's own encode path (media_server.embeddings.onnx_backend
-OnnxEncoder: tokenizer, length sort, padded_groups) on the throughput benchmark's `sentences`,
+OnnxEncoder: tokenizer, length sort, the layout's split into calls) on the throughput benchmark's `sentences`,
 `--batch` texts per encode() call, at each `--threads` intra-op thread count. Also printed per
 graph: the min cosine to sentence-transformers fp32 PyTorch over the texts, and the largest
 difference between a text's vector encoded alone and in its batch.

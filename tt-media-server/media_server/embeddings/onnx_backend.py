@@ -12,7 +12,11 @@ directory has a Normalize module, L2 normalisation: its output is the sentence v
 Directories with other modules (Dense layers, other poolings) are refused with one line naming
 EMBEDDING_BACKEND, never served with different vectors.
 
-Cache: ``<EMBEDDING_ONNX_CACHE_DIR>/<model dir name>-<key>/model.onnx`` and ``model-int8.onnx``,
+Layout: BERT-family encoders are exported unpadded (media_server/embeddings/unpadded_bert.py: a
+micro-batch's texts as one column of tokens, one session call, no padded token in a weight MatMul;
+1.15x the padded layout's texts/s); any other transformer padded (input ids and attention mask).
+
+Cache: ``<EMBEDDING_ONNX_CACHE_DIR>/<model dir name>-<key>/model-<layout>.onnx`` and ``model-<layout>-int8.onnx``,
 the key a hash of the weights and configs, the torch and onnxruntime versions and this module's
 recipe version; written to a temporary name and renamed, under a file lock, so two workers
 starting together export once and never read half a file (media_server/onnx_cache.py, shared with
@@ -43,11 +47,13 @@ from pathlib import Path
 import numpy as np
 
 from media_server import onnx_cache
+from media_server.embeddings import unpadded_bert
 
 log = logging.getLogger("media_server.embeddings.onnx")
 
-RECIPE_VERSION = "4"  # 2: per-token activation scales; 3: FFN output projections int8 too;
-# 4: per-token quantise by one QuantizeLinear, dequantise in MatMulIntegerToFloat
+RECIPE_VERSION = "5"  # 2: per-token activation scales; 3: FFN output projections int8 too;
+# 4: per-token quantise by one QuantizeLinear, dequantise in MatMulIntegerToFloat; 5: BERT unpadded
+LAYOUTS = ("unpadded", "padded")
 BACKENDS = ("torch", "onnx", "onnx-int8")
 BATCH_TOKENS = 4096  # most tokens (padding included) in one session call
 CALL_COST_TOKENS = 8  # a session call's fixed cost, in tokens (padded_groups)
@@ -83,16 +89,31 @@ def cache_dir_for(model_dir: Path, cache_root: Path) -> Path:
     return onnx_cache.cache_dir_for(model_dir.name, sources, cache_root, RECIPE_VERSION)
 
 
-def exported_model(model_dir: Path, cache_root: Path, int8: bool) -> Path:
-    """The cached .onnx file of this directory (fp32, or int8), exported first when missing."""
+def layout_of(model_dir: Path) -> str:
+    """"unpadded" for the encoders `unpadded_bert` rebuilds (one call per micro-batch, no padded
+    token in a weight MatMul), "padded" for any other."""
+    return "unpadded" if unpadded_bert.supported(model_dir) else "padded"
+
+
+def exported_model(model_dir: Path, cache_root: Path, int8: bool, layout: str | None = None) -> Path:
+    """The cached .onnx file of this directory (fp32, or int8), exported first when missing.
+    `layout`: one of LAYOUTS; None is the directory's own (`layout_of`)."""
+    layout = layout or layout_of(model_dir)
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout {layout!r}: one of {', '.join(LAYOUTS)}")
     directory = cache_dir_for(model_dir, cache_root)
-    fp32 = onnx_cache.cached_file(directory / "model.onnx", lambda partial: _export(model_dir, partial))
+    fp32 = onnx_cache.cached_file(directory / f"model-{layout}.onnx",
+                                  lambda partial: _export(model_dir, partial, layout))
     if not int8:
         return fp32
-    return onnx_cache.cached_file(directory / "model-int8.onnx", lambda partial: _quantise(fp32, partial))
+    return onnx_cache.cached_file(directory / f"model-{layout}-int8.onnx", lambda partial: _quantise(fp32, partial))
 
 
-def _export(model_dir: Path, target: Path) -> None:
+SAMPLE_TEXTS = ["an export sample", "a second, longer export sample sentence", "a third one, the longest of "
+                "the export samples, checks that texts of different lengths keep apart"]
+
+
+def _export(model_dir: Path, target: Path, layout: str) -> None:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
@@ -118,16 +139,32 @@ def _export(model_dir: Path, target: Path) -> None:
                 vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
             return vectors
 
-    sample = tokenizer(["an export sample", "a second, longer export sample sentence"], padding=True,
-                       return_tensors="pt")
-    log.info("exporting %s to ONNX (%s pooling%s) at %s", model_dir.name, mode,
+    sample = tokenizer(SAMPLE_TEXTS, padding=True, return_tensors="pt")
+    log.info("exporting %s to ONNX (%s layout, %s pooling%s) at %s", model_dir.name, layout, mode,
              ", normalised" if normalise else "", target)
     with torch.no_grad():
-        torch.onnx.export(SentenceGraph(), (sample["input_ids"], sample["attention_mask"]), str(target),
-                          input_names=["input_ids", "attention_mask"], output_names=["sentence_embedding"],
-                          dynamic_axes={"input_ids": {0: "batch", 1: "tokens"},
-                                        "attention_mask": {0: "batch", 1: "tokens"},
-                                        "sentence_embedding": {0: "batch"}},
+        if layout == "padded":
+            torch.onnx.export(SentenceGraph(), (sample["input_ids"], sample["attention_mask"]), str(target),
+                              input_names=["input_ids", "attention_mask"], output_names=["sentence_embedding"],
+                              dynamic_axes={"input_ids": {0: "batch", 1: "tokens"},
+                                            "attention_mask": {0: "batch", 1: "tokens"},
+                                            "sentence_embedding": {0: "batch"}},
+                              opset_version=17, dynamo=False)
+            return
+        module = unpadded_bert.graph(model, mode, normalise)
+        token_ids = tokenizer(SAMPLE_TEXTS)["input_ids"]
+        inputs = tuple(torch.from_numpy(array) for array in unpadded_bert.feeds(token_ids, mode).values())
+        expected = SentenceGraph()(sample["input_ids"], sample["attention_mask"])
+        difference = float((module(*inputs) - expected).abs().max())
+        if difference > 1e-4:
+            raise OnnxExportError(f"the unpadded graph of {model_dir.name} differs from the model's own forward "
+                                  f"by {difference:.2e} (largest element; the export is refused)")
+        torch.onnx.export(module, inputs, str(target), input_names=list(unpadded_bert.INPUTS),
+                          output_names=["sentence_embedding"],
+                          dynamic_axes={"input_ids": {0: "tokens"}, "position_ids": {0: "tokens"},
+                                        "gather_index": {0: "texts", 1: "longest"},
+                                        "key_bias": {0: "texts", 1: "longest"}, "scatter_index": {0: "tokens"},
+                                        "pooling": {0: "texts", 1: "tokens"}, "sentence_embedding": {0: "texts"}},
                           opset_version=17, dynamo=False)
 
 
@@ -273,34 +310,41 @@ class OnnxEncoder:
                                                     disabled_optimizers=UNFUSABLE)
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
         self.max_tokens = max_tokens or self.tokenizer.model_max_length
-        self.dimension = int(self.session.get_outputs()[0].shape[-1] or
-                             self.session.run(None, {"input_ids": np.ones((1, 2), np.int64),
-                                                     "attention_mask": np.ones((1, 2), np.int64)})[0].shape[-1])
+        self.unpadded = [given.name for given in self.session.get_inputs()] == list(unpadded_bert.INPUTS)
+        self.pooling = pooling_of(model_dir)[0]
+        self.dimension = int(self.session.get_outputs()[0].shape[-1] or self._run([[1, 2]])[0].shape[-1])
 
     @classmethod
-    def exported(cls, model_dir: Path, cache_root: Path, int8: bool, threads: int, max_tokens: int) -> "OnnxEncoder":
+    def exported(cls, model_dir: Path, cache_root: Path, int8: bool, threads: int, max_tokens: int,
+                 layout: str | None = None) -> "OnnxEncoder":
         """The served encoder: the model's graph exported (or found) in the cache, then loaded."""
-        return cls(exported_model(model_dir, cache_root, int8), model_dir, threads, max_tokens)
+        return cls(exported_model(model_dir, cache_root, int8, layout), model_dir, threads, max_tokens)
+
+    def _run(self, token_ids: list[list[int]]) -> np.ndarray:
+        """One session call over these texts' token ids (ascending length for the padded layout)."""
+        if self.unpadded:
+            return self.session.run(None, unpadded_bert.feeds(token_ids, self.pooling))[0]
+        input_ids = np.zeros((len(token_ids), max(map(len, token_ids))), dtype=np.int64)
+        mask = np.zeros_like(input_ids)
+        for line, ids in enumerate(token_ids):
+            input_ids[line, :len(ids)] = ids
+            mask[line, :len(ids)] = 1
+        return self.session.run(None, {"input_ids": input_ids, "attention_mask": mask})[0]
 
     def encode(self, texts: list[str]) -> tuple[np.ndarray, list[int]]:
         """Vectors (float32, one row per text) and each text's token count (special tokens included).
 
-        Texts run together: sorted by token count and split into padded session calls by
-        `padded_groups`. A text's vector does not depend on its batch-mates: the fp32 graph masks
-        padding, and the int8 graph scales activations per token (`_per_token_activations`); the
-        server's tests hold alone vs batched within 1e-5.
+        Texts run together: sorted by token count and split into session calls by
+        `unpadded_bert.groups` (unpadded layout: usually one call) or `padded_groups`. A text's vector
+        does not depend on its batch-mates: attention masks other texts and padding, and the int8
+        graph scales activations per token (`_per_token_activations`); the server's tests hold alone
+        vs batched within 1e-5.
         """
         token_ids = self.tokenizer(texts, truncation=True, max_length=self.max_tokens)["input_ids"]
         vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda row: len(token_ids[row]))
-        for start, end in padded_groups([len(token_ids[row]) for row in order]):
+        split = unpadded_bert.groups if self.unpadded else padded_groups
+        for start, end in split([len(token_ids[row]) for row in order]):
             rows = order[start:end]
-            longest = len(token_ids[rows[-1]])
-            input_ids = np.zeros((len(rows), longest), dtype=np.int64)
-            mask = np.zeros((len(rows), longest), dtype=np.int64)
-            for line, row in enumerate(rows):
-                ids = token_ids[row]
-                input_ids[line, :len(ids)] = ids
-                mask[line, :len(ids)] = 1
-            vectors[rows] = self.session.run(None, {"input_ids": input_ids, "attention_mask": mask})[0]
+            vectors[rows] = self._run([token_ids[row] for row in rows])
         return vectors, [len(ids) for ids in token_ids]
