@@ -14,6 +14,11 @@ weaker side).
     ratio = server texts/s / direct texts/s           (goal at concurrency 32: >= 1.3)
     cosine = served vector . direct fp32 vector        (goal: >= 0.99, min over every text)
 
+The verdict on the goal is the pooled ratio over the rounds (sum of direct seconds / sum of served
+seconds, same texts each round) with a 95% bootstrap interval over rounds: pass when the interval
+is above 1.3, fail when below, inconclusive when it straddles (the host's background load moves
+both sides by 10-15% from round to round; more rounds narrow it).
+
 Also printed per round: the server tree's CPU core-seconds per 1k texts (/proc; contracts/cpu_cost.py),
 the API process's share of them and the client's own (the cores it takes from the server),
 and energy where RAPL exists, and the texts per micro-batch the server sent to its worker (its
@@ -44,10 +49,12 @@ sys.path.insert(0, str(SERVER_DIR.parent))  # the repo root: contracts/
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from contracts.cpu_cost import CostProbe, process_cpu_seconds  # noqa: E402
+from contracts.intervals import bootstrap_ratio, decide  # noqa: E402
 from embeddings_throughput import Server as ThroughputServer  # noqa: E402
 from embeddings_throughput import _free_port, sentences  # noqa: E402
 
 MODEL = "all-MiniLM-L6-v2"
+GOAL = 1.3  # served texts/s over direct at concurrency 32
 
 
 class Server(ThroughputServer):
@@ -220,6 +227,7 @@ def main() -> int:
                    "energy_joules_per_1k_texts": cost.energy_per(len(served), 1000),
                    "energy_note": cost.energy_note}
             row["ratio"] = round(row["server_texts_per_s"] / row["direct_texts_per_s"], 3)
+            row["server_seconds"], row["direct_seconds"] = round(wall, 4), round(direct_wall, 4)
             rows.append(row)
             print(f"round {row['round']}: server {row['server_texts_per_s']} texts/s "
                   f"(c{args.concurrency}, one text per request, {failures} failed), direct "
@@ -235,13 +243,20 @@ def main() -> int:
     finally:
         server.stop()
     ratios = [row["ratio"] for row in rows]
+    direct_seconds, served_seconds = [r["direct_seconds"] for r in rows], [r["server_seconds"] for r in rows]
+    pooled = sum(direct_seconds) / sum(served_seconds)
+    interval = bootstrap_ratio(direct_seconds, served_seconds) if len(rows) >= 2 else None
     summary = {"backend": args.backend, "concurrency": args.concurrency, "rounds": len(rows),
                "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+               "ratio_pooled": round(pooled, 3), "ratio_pooled_interval_95": interval.as_list(3) if interval else None,
+               "goal": GOAL, "verdict": decide(interval, GOAL, higher_is_better=True),
                "cosine_min": min(row["cosine_min"] for row in rows if row["cosine_min"] is not None),
                "failed": sum(row["failed"] for row in rows)}
     print(f"EMBEDDING_BACKEND={args.backend}: served/direct ratio median {summary['ratio_median']:.2f}x "
-          f"(min {summary['ratio_min']:.2f}, max {summary['ratio_max']:.2f}, {len(rows)} rounds); "
-          f"cosine min {summary['cosine_min']}; {summary['failed']} failed requests; server log {server.log_path}")
+          f"(min {summary['ratio_min']:.2f}, max {summary['ratio_max']:.2f}, {len(rows)} rounds); pooled "
+          f"{pooled:.2f}x, 95% interval {summary['ratio_pooled_interval_95'] or 'n/a (one round)'}: "
+          f"{summary['verdict']} against the {GOAL}x goal; cosine min {summary['cosine_min']}; "
+          f"{summary['failed']} failed requests; server log {server.log_path}")
     if args.json:
         Path(args.json).write_text(json.dumps({"schema": "tt-media-embeddings-served-vs-direct/1",
                                                "summary": summary, "rounds": rows}, indent=2))
