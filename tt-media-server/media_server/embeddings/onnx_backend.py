@@ -48,6 +48,7 @@ import numpy as np
 
 from media_server import onnx_cache
 from media_server.embeddings import unpadded_bert
+from media_server.embeddings.call_split import cheapest_split
 
 log = logging.getLogger("media_server.embeddings.onnx")
 
@@ -275,22 +276,11 @@ def padded_groups(lengths: list[int]) -> list[tuple[int, int]]:
     cost measured about 8 tokens' worth for MiniLM), minimised exactly over contiguous groups of
     the sorted lengths (n <= a micro-batch, n^2 steps), each call at most BATCH_TOKENS padded tokens.
     """
-    best = [0.0] + [float("inf")] * len(lengths)
-    cut = [0] * (len(lengths) + 1)
-    for end in range(1, len(lengths) + 1):
-        for start in range(end - 1, -1, -1):
-            padded = (end - start) * lengths[end - 1]
-            if padded > BATCH_TOKENS and end - start > 1:
-                break
-            cost = best[start] + CALL_COST_TOKENS + padded
-            if cost < best[end]:
-                best[end], cut[end] = cost, start
-    groups = []
-    end = len(lengths)
-    while end > 0:
-        groups.append((cut[end], end))
-        end = cut[end]
-    return groups[::-1]
+    def call_cost(start: int, end: int) -> float | None:
+        padded = (end - start) * lengths[end - 1]
+        return None if padded > BATCH_TOKENS and end - start > 1 else CALL_COST_TOKENS + padded
+
+    return cheapest_split(len(lengths), call_cost)
 
 
 class OnnxEncoder:

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from media_server.embeddings.call_split import cheapest_split
+
 INPUTS = ("input_ids", "position_ids", "gather_index", "key_bias", "scatter_index", "pooling")
 MASKED = -1e30  # a padded key's bias: exp() of it is exactly 0 in float32
 BATCH_TOKENS = 4096  # most tokens in one session call
@@ -127,23 +129,14 @@ def groups(lengths: list[int]) -> list[tuple[int, int]]:
     than a call. Exact over contiguous groups of the sorted lengths; at most BATCH_TOKENS tokens and
     MAX_TEXTS texts a call (a single longer text still goes, alone).
     """
-    best = [0.0] + [float("inf")] * len(lengths)
-    cut = [0] * (len(lengths) + 1)
     prefix = [0]
     for length in lengths:
         prefix.append(prefix[-1] + length)
-    for end in range(1, len(lengths) + 1):
-        square = lengths[end - 1] ** 2 / ATTENTION_SQUARE_PER_TOKEN
-        for start in range(end - 1, max(-1, end - 1 - MAX_TEXTS), -1):
-            tokens = prefix[end] - prefix[start]
-            if tokens > BATCH_TOKENS and end - start > 1:
-                break
-            cost = best[start] + CALL_COST_TOKENS + tokens + (end - start) * square
-            if cost < best[end]:
-                best[end], cut[end] = cost, start
-    result = []
-    end = len(lengths)
-    while end > 0:
-        result.append((cut[end], end))
-        end = cut[end]
-    return result[::-1]
+
+    def call_cost(start: int, end: int) -> float | None:
+        texts, tokens = end - start, prefix[end] - prefix[start]
+        if texts > 1 and (tokens > BATCH_TOKENS or texts > MAX_TEXTS):
+            return None
+        return CALL_COST_TOKENS + tokens + texts * lengths[end - 1] ** 2 / ATTENTION_SQUARE_PER_TOKEN
+
+    return cheapest_split(len(lengths), call_cost)
