@@ -1,9 +1,20 @@
 #!/usr/bin/env python3
-"""Run every test: `python3 scripts/run_tests.py [pytest args]` (the README's command 2).
+"""Run every test: `python3 scripts/run_tests.py [--coverage] [--update-durations] [pytest args]` (the
+README's command 2).
 
 Stdlib only until bootstrapped: builds (or reuses) the `dev` venv from requirements/dev.txt with
 the project's own venv manager, then runs pytest in it. Tests build whatever else they need
 (the CPU engine venv, the converted SmolLM2 model) through the same code the tool uses.
+
+Tests run side by side in `TT_TEST_WORKERS` xdist workers (default 3 on this project's 2-core
+reference host: half of the suite's time is waiting on servers and subprocesses, measured in the
+README), grouped and ordered by tests/scheduling.py; pass `-n 0` (or `-p no:xdist`) to run them in one
+process. pytest prints the 30 slowest steps and the time per test module.
+
+--coverage            measure the product code's line coverage (coverage.py, pyproject.toml's
+                      [tool.coverage]) and print it; .ci/run uses it
+--update-durations    rewrite tests/durations.json (the scheduling order) from this run's times
+
 pytest's exit code 5 ("no tests collected") is turned into a failure: a suite that silently
 collects nothing must never look green.
 """
@@ -13,6 +24,21 @@ import subprocess
 import sys
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_WORKERS = "3"
+OWN_FLAGS = ("--coverage", "--update-durations")
+
+
+def pytest_args(argv: list[str], workers: str) -> list[str]:
+    """The pytest command line: the user's arguments, plus workers, durations and coverage unless given."""
+    args = [a for a in argv if a not in OWN_FLAGS] or ["tests"]
+    chosen_workers = any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in args) or \
+        "no:xdist" in args
+    extra = [] if chosen_workers or workers in ("", "0") else ["-n", workers, "--dist", "loadgroup"]
+    if not any(a.startswith("--durations") for a in args):
+        extra.append("--durations=30")
+    if "--coverage" in argv:
+        extra += ["--cov", "--cov-report=term:skip-covered", "--cov-report=json:coverage.json"]
+    return extra + args
 
 
 def main() -> int:
@@ -25,7 +51,9 @@ def main() -> int:
         print(f"run_tests: could not build the dev venv: {exc}", file=sys.stderr)
         return 1
     env = dict(os.environ, PYTHONPATH=REPO_ROOT)
-    args = sys.argv[1:] or ["tests"]
+    if "--update-durations" in sys.argv[1:]:
+        env["TT_TEST_UPDATE_DURATIONS"] = "1"
+    args = pytest_args(sys.argv[1:], os.environ.get("TT_TEST_WORKERS", DEFAULT_WORKERS))
     code = subprocess.call([str(dev.python), "-m", "pytest", *args], cwd=REPO_ROOT, env=env)
     if code == 5:
         print("run_tests: pytest collected no tests; treating that as a failure", file=sys.stderr)

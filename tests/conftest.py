@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FakeServerProcess, free_port
+from tests.helpers import FakeServerProcess, free_port, proc_stats
+from tests.scheduling import SHARED_SERVER_RELEASE
+
+pytest_plugins = ["tests.scheduling"]
 
 SERVED_MODEL = "SmolLM2-135M-Instruct"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +44,7 @@ class RealServer:
     served_model_name: str
     model_dir: Path
     log_path: Path
+    handle: object  # the local backend's ServerHandle (pgid, describe_how_to_reach, ...)
 
 
 @pytest.fixture(scope="session")
@@ -52,8 +56,11 @@ def smollm2_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def real_cpu_server(smollm2_dir, tmp_path_factory):
-    """vLLM's CPU build serving SmolLM2 through the local backend, auth enforced, for the session."""
+def real_cpu_server(smollm2_dir, tmp_path_factory, pytestconfig):
+    """vLLM's CPU build serving SmolLM2 through the local backend, auth enforced, for the session.
+
+    The tests that use it run one after another (tests/scheduling.py groups them), and the server is
+    stopped after the last of them, not at the end of the session."""
     from workflows.catalog import load_catalog
     from workflows.readiness import wait_until_ready
     from workflows.servers import ServerLaunch, start_server
@@ -67,9 +74,17 @@ def real_cpu_server(smollm2_dir, tmp_path_factory):
     handle = start_server("local", launch)
     try:
         wait_until_ready(handle, bearer=api_key, timeout_s=900)
-        yield RealServer(handle.base_url, api_key, handle.served_model_name, smollm2_dir, handle.log_path)
+        pytestconfig.stash[SHARED_SERVER_RELEASE] = lambda: stop_and_check_group(handle)
+        yield RealServer(handle.base_url, api_key, handle.served_model_name, smollm2_dir, handle.log_path, handle)
     finally:
-        handle.stop()
+        stop_and_check_group(handle)
+
+
+def stop_and_check_group(handle) -> None:
+    """Stop a local server and fail if any live member of its process group outlived the stop."""
+    handle.stop()
+    left = [pid for pid, fields in proc_stats().items() if int(fields[2]) == handle.pgid and fields[0] != "Z"]
+    assert not left, f"the real server's processes outlived its stop: {left}"
 
 
 @pytest.fixture

@@ -26,6 +26,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):
+    """Slow: a whole smoke release of the real media server (speech evals with diarization, RTF points,
+    API tests, a stress point) is what this test checks, end to end."""
     port = free_port()  # run.py builds the media-server and media-clients venvs it needs
     out_dir = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k not in ("API_KEY", "VLLM_API_KEY", "JWT_SECRET")}
@@ -82,8 +84,10 @@ def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):
 def test_whisper_endurance_minute_judges_latency_drift_by_its_interval_and_passes_memory(tmp_path):
     """A one-minute endurance run at the spec's concurrency holds too few requests for a p99 per slice; the
     latency drift is judged on what its slices hold enough requests for (a p90, else the halves' geometric
-    means) with its interval, the memory growth after warm-up is decided pass, and the report's drift table
-    shows both."""
+    means) with its interval, the memory growth after warm-up is decided on its interval, and the report's
+    drift table shows both.
+
+    Slow: the endurance run itself is the minute under test."""
     port, out_dir = free_port(), tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k not in ("API_KEY", "VLLM_API_KEY", "JWT_SECRET")}
     done = subprocess.run([sys.executable, str(REPO / "run.py"), "--model", "whisper-tiny.en", "--device", "cpu",
@@ -101,7 +105,12 @@ def test_whisper_endurance_minute_judges_latency_drift_by_its_interval_and_passe
     assert point["error_rate"] == 0, (point["failures_by_class"], tail)
     assert drift["memory_source"] == "process_tree" and "descendants" in drift["memory_what"]
     assert drift["memory_samples"] >= 10 and drift["memory_baseline_mb"] > 50
-    assert checks["memory_growth_pct"]["decision"] == "pass", checks["memory_growth_pct"]["detail"]
+    # The memory growth is decided as its interval says and never fails a healthy server: a neighbour's load
+    # (other tests run beside this one) swings Whisper's RSS, which can leave the interval across the limit.
+    mem = checks["memory_growth_pct"]
+    assert mem["ci95"] is not None, mem["detail"]
+    assert mem["decision"] in ("pass", "inconclusive") and (mem["decision"] == "pass") == (mem["ci95"][1] <= 10), \
+        mem["detail"]
     lat = checks["latency_drift_pct"]
     assert drift["latency_statistic"] in ("p90", "geometric mean") and lat["statistic"] == drift["latency_statistic"]
     # The server is steady, but a shared host is not: a neighbour's load in the last half can lift its latency
@@ -120,7 +129,7 @@ def test_whisper_endurance_minute_judges_latency_drift_by_its_interval_and_passe
     table = next(t for t in report["stress_tests"]["tables"] if t["kind"] == "drift")
     row = dict(zip(table["headers"], table["rows"][0]))
     assert (row["Judged"], row["Memory source"]) == (drift["latency_statistic"], "process_tree")
-    assert row["Latency"] == lat["decision"].upper() and row["Memory"] == "PASS"
+    assert row["Latency"] == lat["decision"].upper() and row["Memory"] == mem["decision"].upper()
     assert "Endurance: latency and server memory drift" in (out_dir / "reports" / "report.md").read_text()
     assert port_free(port), "the media server still listens after run.py exited"
 

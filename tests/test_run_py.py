@@ -85,7 +85,10 @@ def test_bad_trace_stops_run_py_before_a_server_starts(tmp_path, workflow: str) 
 @pytest.mark.integration
 @pytest.mark.slow
 def test_cpu_release_smoke(tmp_path) -> None:
-    """The README's main command at smoke size: real server, real evals and benchmarks, a verdict."""
+    """The README's main command at smoke size: real server, real evals and benchmarks, a verdict.
+
+    Slow: a whole release against a real vLLM server it starts itself (the --local-server path of the
+    README's command) is the thing under test."""
     out = tmp_path / "run"
     result = run_py("--model", "SmolLM2-135M-Instruct", "--workflow", "release", "--device", "cpu",
                     "--local-server", "--service-port", str(free_port()), "--workflow-args", "mode=smoke",

@@ -185,8 +185,12 @@ def test_flags_come_from_the_real_parser() -> None:
     assert len(names) >= 25
 
 
+@pytest.mark.slow
 def test_fuzzed_argument_vectors(in_process, tmp_path) -> None:
-    """ARGV_CASES seeded vectors in-process, then a sample of them through the real run.py process."""
+    """ARGV_CASES seeded vectors in-process, then a sample of them through the real run.py process.
+
+    Slow: each sampled vector starts a real run.py process (its bootstrap and re-exec); about 15 s on a
+    quiet host, over a minute under coverage's tracer with the other workers busy."""
     rng = random.Random(SEED)
     flags, port, work = real_flags(), closed_port(), tmp_path / "work"
     work.mkdir()

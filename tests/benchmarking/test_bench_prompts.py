@@ -21,7 +21,12 @@ def test_random_prompts_survive_decode_reencode(tiny_tokenizer_dir):
 
 
 @pytest.mark.integration  # needs the packaged SmolLM2 converted (once per machine, shared with the real server)
+@pytest.mark.slow
 def test_random_prompts_exact_with_real_model_tokenizer(smollm2_dir):
+    """Random prompts of an exact token length under the served model's own tokenizer.
+
+    Slow: on a fresh machine the first test that asks for the converted SmolLM2 pays its one-time conversion
+    (30-70 s, shared by every later user through a file lock); the check itself takes a second."""
     tok = LocalTokenizer(str(smollm2_dir))
     for p in random_prompts(tok, 128, 8, seed=2):
         assert p.token_len == 128 == len(tok.encode(p.text))

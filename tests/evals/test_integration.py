@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import time
 import urllib.request
 from dataclasses import replace
@@ -23,7 +22,8 @@ from evals import run_evals
 from evals.eval_config import EVAL_CONFIGS, EvalConfig
 from records.evals import EvalRecord
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# real_cpu_server: server_url asks for the session's server by name, so the scheduler must be told.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.real_cpu_server]
 
 SERVED = "SmolLM2-135M-Instruct"
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from contracts.retry import GaveUp, wait_http_ok
 from records.media import MediaPoint
 from tests.helpers import free_port, write_model_spec
 from workflows.venvs import venv_path
@@ -40,6 +41,17 @@ def mock_cnn_server(tmp_path_factory):
                                  "127.0.0.1", "--port", str(port)], cwd=REPO / "tt-media-server", env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
+
+    def not_exited() -> None:
+        if proc.poll() is not None:
+            raise AssertionError(f"the media server exited with {proc.returncode}: {log.read_text()[-2000:]}")
+
+    try:  # every test may be the module's first (it is one unit of work, but its order is not promised)
+        wait_http_ok("the mock-cnn media server to answer /health with 200", base + "/health", deadline_s=120,
+                     alive_check=not_exited)
+    except GaveUp:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError(f"the media server was not healthy in 120 s: {log.read_text()[-2000:]}") from None
     yield base, proc, log
     os.killpg(proc.pid, signal.SIGTERM)
     try:

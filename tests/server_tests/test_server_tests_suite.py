@@ -155,7 +155,10 @@ def test_bad_input_exit_2(tmp_path):
 @pytest.mark.integration
 @pytest.mark.slow
 def test_suite_passes_on_the_real_cpu_server(real_cpu_server, tmp_path):
-    """The whole suite against vLLM's CPU build serving SmolLM2 (auth enforced)."""
+    """The whole suite against vLLM's CPU build serving SmolLM2 (auth enforced).
+
+    Slow: 33 API cases against the real engine (about 35 s alone); as the first test of the shared server's
+    group it may also pay that server's start."""
     proc = run_suite(tmp_path, real_cpu_server.base_url, api_key=real_cpu_server.api_key,
                      model=real_cpu_server.served_model_name, timeout=1500)
     record_path = tmp_path / "tests" / "tests_record.json"

@@ -175,7 +175,10 @@ def test_find_weights_never_judges_this_host(monkeypatch, tmp_path):
 @pytest.mark.integration
 @pytest.mark.slow
 def test_real_conversion_of_the_packaged_gguf(tmp_path, monkeypatch):
-    """The shipped converter, in the engine venv, really produces a loadable HF directory."""
+    """The shipped converter, in the engine venv, really produces a loadable HF directory.
+
+    Slow: a whole conversion into a private cache (30 s alone; it is the conversion under test, so the
+    session's converted copy cannot stand in for it)."""
     monkeypatch.setenv("TT_INFERENCE_CACHE", str(tmp_path / "cache"))
     path = hs.ensure_packaged_smollm2()
     assert weights_format(path) == "hf"

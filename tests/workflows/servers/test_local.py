@@ -1,6 +1,6 @@
-"""``--local-server``: one real vLLM CPU server (SmolLM2) per module, plus failure paths with fakes.
+"""``--local-server``: the session's real vLLM CPU server (SmolLM2), plus failure paths with fakes.
 
-The real server is started through the backend registry exactly as the pipeline does
+The real server (tests/conftest.py) is started through the backend registry exactly as the pipeline does
 (host setup -> start_server("local") -> wait_until_ready) and checked over HTTP: auth enforced,
 /v1/models, completions with echo+logprobs (what lm-eval needs), chat, streaming with usage.
 Failure paths use *fake engines* (tiny shell scripts standing in for the engine python).
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import socket
 import time
@@ -65,24 +64,13 @@ def group_pids(pgid: int) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def real_server(tmp_path_factory):
+def real_server(real_cpu_server):
+    """The session's real server (tests/conftest.py), which is this backend's real path: host setup ->
+    start_server("local") with a bearer key -> wait_until_ready. One vLLM start for every test that only
+    talks to it; the tests that must own a server (failures, detach, orchestrator killed) start their own."""
     from workflows.host_setup import prepare_host
 
-    spec = cpu_spec()
-    host = prepare_host(spec)
-    key = "test-" + secrets.token_urlsafe(24)
-    launch = make_launch(tmp_path_factory.mktemp("local_run"), spec, api_key=key, weights_dir=host.weights_dir)
-    handle = start_server("local", launch)
-    try:
-        wait_until_ready(handle, bearer=key, timeout_s=spec.readiness_timeout_s)
-        yield handle, key, host
-    finally:
-        pgid = handle.pgid
-        handle.stop(timeout=20)
-        assert group_pids(pgid) == [], "server processes left behind"
-        handle.stop()  # idempotent
-
-
+    return real_cpu_server.handle, real_cpu_server.api_key, prepare_host(cpu_spec())
 
 
 def _post(handle, key, path, body, **kw):
