@@ -40,10 +40,11 @@ DURATIONS_FILE = Path(__file__).resolve().parent / "durations.json"
 SHARED_SERVER_FIXTURE = "real_cpu_server"
 VLLM_GROUP = "real-vllm-cpu-server"
 #: The sum of every collected ``slow`` test's wall time (setup, call and teardown) a whole run may take.
-#: Measured: 2165 s in `.ci/run` on 2 cores (3 workers, coverage's tracer on: the heaviest configuration;
-#: the README's command without coverage sums less). The margin covers a busier CI host, not a new slow
-#: test: a capability that needs minutes makes room for them first.
-SLOW_BUDGET_S = 2500.0
+#: Measured on 2 cores: 2084 s (`.ci/run`, 3 workers, coverage, warm caches) and 3025 s (the README's command
+#: on a fresh clone and machine, 3 workers: the one-time debootstrap, model conversion and venvs land in
+#: slow tests). The margin covers a busier CI host, not a new slow test: a capability that needs minutes
+#: makes room for them first.
+SLOW_BUDGET_S = 3600.0
 #: A test that takes longer than this must be marked ``slow`` (and say why in its docstring).
 UNMARKED_LIMIT_S = 60.0
 #: The budget is judged only on a run that collected (nearly) the whole suite: a subset sums less.

@@ -9,7 +9,8 @@ run_tests = load_script(REPO_ROOT / "scripts" / "run_tests.py")
 
 
 def test_defaults_run_every_test_in_workers_with_the_slowest_durations():
-    assert run_tests.pytest_args([], "3") == ["-n", "3", "--dist", "loadgroup", "--durations=30", "tests"]
+    assert run_tests.pytest_args([], "2") == ["-n", "2", "--dist", "loadgroup", "--durations=30", "tests"]
+    assert run_tests.DEFAULT_WORKERS == "2"
 
 
 def test_the_users_choices_win():
