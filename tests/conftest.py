@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FakeServerProcess, free_port, proc_stats
+from tests.helpers import FakeServerProcess, free_port, live_group_members
 from tests.scheduling import SHARED_SERVER_RELEASE
 
 pytest_plugins = ["tests.scheduling"]
@@ -83,7 +83,7 @@ def real_cpu_server(smollm2_dir, tmp_path_factory, pytestconfig):
 def stop_and_check_group(handle) -> None:
     """Stop a local server and fail if any live member of its process group outlived the stop."""
     handle.stop()
-    left = [pid for pid, fields in proc_stats().items() if int(fields[2]) == handle.pgid and fields[0] != "Z"]
+    left = live_group_members(handle.pgid)
     assert not left, f"the real server's processes outlived its stop: {left}"
 
 

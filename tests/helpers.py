@@ -129,6 +129,11 @@ def proc_stats() -> dict[int, list[str]]:
     return stats
 
 
+def live_group_members(pgid: int) -> list[int]:
+    """The processes of group ``pgid`` that are not zombies (zombies only await their reaper)."""
+    return [pid for pid, fields in proc_stats().items() if int(fields[2]) == pgid and fields[0] != "Z"]
+
+
 def closed_port() -> int:
     """A 127.0.0.1 port nothing listens on (bound, then released): connecting to it is refused at once."""
     return free_port()

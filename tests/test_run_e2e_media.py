@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import free_port, port_free, proc_stats, verdict_exit_code
+from tests.helpers import free_port, live_group_members, port_free, verdict_exit_code
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -76,9 +76,9 @@ def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):
     if pid_file.exists():
         pgid = json.loads(pid_file.read_text())["pgid"]
         deadline = time.monotonic() + 15  # zombies await their reaper; a live member is a leak
-        while _live_members(pgid) and time.monotonic() < deadline:
+        while live_group_members(pgid) and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert not _live_members(pgid), f"server process group {pgid} outlived run.py"
+        assert not live_group_members(pgid), f"server process group {pgid} outlived run.py"
 
 
 def test_whisper_endurance_minute_judges_latency_drift_by_its_interval_and_passes_memory(tmp_path):
@@ -133,7 +133,3 @@ def test_whisper_endurance_minute_judges_latency_drift_by_its_interval_and_passe
     assert "Endurance: latency and server memory drift" in (out_dir / "reports" / "report.md").read_text()
     assert port_free(port), "the media server still listens after run.py exited"
 
-
-def _live_members(pgid: int) -> list[int]:
-    """Processes of a group that are not zombies."""
-    return [pid for pid, fields in proc_stats().items() if int(fields[2]) == pgid and fields[0] != "Z"]
