@@ -19,6 +19,7 @@ import httpx
 import jwt
 import pytest
 
+from contracts.retry import wait_http_ok
 from tests.helpers import free_port
 from tests.tt_media_server.conftest import SERVER_DIR, media_python
 
@@ -189,3 +190,32 @@ def test_run_py_refuses_jwt_gateway_without_a_server_it_launches():
     options = parse_args(["--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "benchmarks",
                           "--local-server", "--auth", "jwt-gateway"], None)
     assert options.auth_mode == "jwt-gateway"
+
+
+# ---- the documented pairing: JWT_SECRET=... python -m gateway beside a server started with API_KEY ------------
+def test_gateway_beside_a_server_with_api_key_sends_that_key_upstream(media_server, tmp_path):
+    """No --upstream-api-key-env: the gateway takes the server's key from API_KEY (and says so), so a valid
+    JWT reaches the model routes; before, the client's JWT went upstream and the server answered 401."""
+    server = media_server({"MODELS": "openai/whisper-tiny.en"})
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k.upper() != "UPSTREAM_KEY"}
+    env.update(JWT_SECRET=SECRET, API_KEY=server.api_key)
+    log_path = tmp_path / "gateway.log"
+    with open(log_path, "wb") as log:
+        gateway = subprocess.Popen([str(media_python()), "-m", "gateway", "--upstream", server.base_url,
+                                    "--port", str(port)], cwd=SERVER_DIR, env=env, stdout=log,
+                                   stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_http_ok("the gateway", base + "/health", deadline_s=60,
+                     alive_check=lambda: None if gateway.poll() is None else pytest.fail(log_path.read_text()))
+        token = _token({"team_id": "tenstorrent", "exp": int(time.time()) + 60})
+        models = httpx.get(base + "/v1/models", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+        assert models.status_code == 200, models.text
+        assert [m["id"] for m in models.json()["data"]] == ["openai/whisper-tiny.en"]
+        assert httpx.get(base + "/v1/models", timeout=10).status_code == 401
+    finally:
+        gateway.terminate()
+        gateway.wait(10)
+    assert "the upstream is sent the key in API_KEY" in log_path.read_text()
+    assert server.api_key not in log_path.read_text()

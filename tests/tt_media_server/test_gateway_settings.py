@@ -84,3 +84,20 @@ def test_an_upstream_at_the_gateways_own_address_is_refused(monkeypatch):
     assert code == 2
     assert err.getvalue().strip() == ("gateway: --upstream http://127.0.0.1:8000 is the gateway's own address "
                                       "(--port 8000); give the server and the gateway different ports")
+
+
+def test_the_upstream_key_is_the_flag_s_variable_else_api_key_else_the_client_s_header(monkeypatch):
+    """API_KEY is the media server's key: the documented gateway beside a keyed server needs no flag."""
+    from gateway.__main__ import build, upstream_auth_line, upstream_key_env
+
+    monkeypatch.setenv("JWT_SECRET", "gateway-settings-test-secret")
+    monkeypatch.delenv("API_KEY", raising=False)
+    plain = build_parser().parse_args([])
+    assert upstream_key_env(plain) is None and build(plain).upstream_authorization is None
+    assert "forwarded upstream as it is" in upstream_auth_line(None)
+    monkeypatch.setenv("API_KEY", "server-key")
+    assert upstream_key_env(plain) == "API_KEY" and build(plain).upstream_authorization == "Bearer server-key"
+    assert "server-key" not in upstream_auth_line("API_KEY")
+    monkeypatch.setenv("OTHER_KEY", "other-key")
+    flagged = build_parser().parse_args(["--upstream-api-key-env", "OTHER_KEY"])
+    assert build(flagged).upstream_authorization == "Bearer other-key"

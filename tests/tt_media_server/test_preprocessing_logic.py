@@ -23,6 +23,7 @@ from media_server.speech.diarize_pyannote import annotation_turns  # noqa: E402
 from media_server.speech.records import Segment, Transcript, Word  # noqa: E402
 from media_server.speech.streaming import TranscriptStream, parse_sse  # noqa: E402
 from media_server.speech.vad import SpeechRegion, plan_speech_chunks  # noqa: E402
+from tests.tt_media_server.conftest import run_media_script  # noqa: E402
 
 
 def _regions(*spans: tuple[float, float]) -> list[SpeechRegion]:
@@ -248,3 +249,39 @@ def test_frame_turns_follow_the_window_labels_and_drop_flickers():
     assert [t.speaker for t in turns] == ["A", "B"]
     assert turns[0].start == 0.0 and turns[-1].end == pytest.approx(6.0)
     assert turns[0].end == pytest.approx(3.0, abs=emb.HOP_SECONDS)
+
+
+# --- HF_TOKEN (documented for the original server's diarization models) on a host without pyannote.audio ---
+_BACKEND_SCRIPT = """
+import logging, sys
+import numpy as np
+from media_server.speech import preprocessing
+from media_server.speech.diarization import DiarizationError, SpeakerCount
+from media_server.speech.settings import SpeechSettings
+from media_server.speech.vad import SpeechRegion
+logging.basicConfig(stream=sys.stdout, format="LOG %(levelname)s %(message)s")
+tone = (np.sin(np.arange(3 * 16000, dtype=np.float32) * 0.1) * 0.1).astype(np.float32)
+auto = preprocessing.diarizer(SpeechSettings(hf_token="hf_documented_token"))
+turns = auto.diarize(tone, [SpeechRegion(0, len(tone))], SpeakerCount())
+print("AUTO", auto.name, sorted({t.speaker for t in turns}))
+preprocessing.diarizer_for.cache_clear()
+explicit = preprocessing.diarizer(SpeechSettings(hf_token="hf_documented_token", diarization_backend="pyannote"))
+try:
+    explicit.load()
+    print("EXPLICIT loaded")
+except DiarizationError as error:
+    print("EXPLICIT", error)
+"""
+
+
+def test_hf_token_without_pyannote_falls_back_to_the_offline_backend_with_one_warning(tmp_path):
+    """Real backends in the media-server venv, which has no pyannote.audio: ``auto`` with HF_TOKEN picks
+    pyannote, cannot load it, and diarizes with the offline encoder (was: every such request 503);
+    an explicit DIARIZATION_BACKEND=pyannote stays an error naming the missing package."""
+    done = run_media_script(_BACKEND_SCRIPT, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    warnings = [line for line in lines if line.startswith("LOG WARNING")]
+    assert len(warnings) == 1 and "pyannote.audio" in warnings[0] and "offline embeddings backend" in warnings[0]
+    assert "AUTO embeddings ['A']" in lines
+    assert any(line.startswith("EXPLICIT ") and "pyannote.audio" in line for line in lines), lines

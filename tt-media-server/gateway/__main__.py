@@ -8,7 +8,7 @@ Beside a media server started with its defaults (``uvicorn main:app --port 8000`
 are enough: the gateway listens on 8080 and forwards to ``http://127.0.0.1:8000`` (``DEFAULT_UPSTREAM``).
 From ``tt-media-server/``:
 
-    JWT_SECRET=... python -m gateway
+    JWT_SECRET=... python -m gateway      # with API_KEY set (the server's key), it is sent upstream
     JWT_SECRET=... python -m gateway --upstream http://127.0.0.1:8001 --port 8000 \\
         --required-claims team_id --upstream-api-key-env UPSTREAM_API_KEY
 """
@@ -24,7 +24,6 @@ from urllib.parse import urlsplit
 
 from gateway.app import DEFAULT_OPEN_PATHS, Gateway
 from gateway.tokens import TokenPolicy
-
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 # The media server's own default address (uvicorn main:app --port 8000), so the gateway runs beside it
@@ -58,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--open-paths", default=",".join(DEFAULT_OPEN_PATHS),
                         help="comma list of paths that need no token (probes)")
     parser.add_argument("--upstream-api-key-env", default=None,
-                        help="environment variable holding the upstream's own bearer key; when set, "
-                             "the client's Authorization is replaced by it")
+                        help="environment variable holding the upstream's own bearer key, which replaces "
+                             "the client's Authorization (default: API_KEY when it is set, the media "
+                             "server's key; else the client's header is forwarded)")
     parser.add_argument("--read-timeout", type=float, default=600.0,
                         help="seconds the upstream may stay silent mid-response")
     parser.add_argument("--max-in-flight", type=int, default=512,
@@ -95,6 +95,27 @@ def check_settings(ns: argparse.Namespace) -> None:
             raise SystemExit(f"gateway: {flag} {name!r}: must be an environment variable name")
 
 
+def upstream_key_env(ns: argparse.Namespace) -> str | None:
+    """The variable holding the key the gateway sends upstream in place of the client's JWT, or None.
+
+    ``--upstream-api-key-env`` when given; else ``API_KEY`` when set, since that is the media server's own
+    key: the documented ``JWT_SECRET=... python -m gateway`` beside a server started with ``API_KEY`` then
+    works with no flag (forwarding the client's JWT, which the server cannot verify, would answer 401)."""
+    if ns.upstream_api_key_env:
+        if not os.environ.get(ns.upstream_api_key_env, ""):
+            raise SystemExit(f"gateway: {ns.upstream_api_key_env} (--upstream-api-key-env) is empty")
+        return ns.upstream_api_key_env
+    return "API_KEY" if os.environ.get("API_KEY", "") else None
+
+
+def upstream_auth_line(key_env: str | None) -> str:
+    """The start-up line saying what the upstream is sent as Authorization (never the key itself)."""
+    if key_env is None:
+        return ("gateway: no API_KEY (or --upstream-api-key-env): each client's Authorization is forwarded "
+                "upstream as it is")
+    return f"gateway: the upstream is sent the key in {key_env} in place of each client's token"
+
+
 def build(ns: argparse.Namespace) -> Gateway:
     check_settings(ns)
     secret = os.environ.get(ns.secret_env, "")
@@ -111,12 +132,8 @@ def build(ns: argparse.Namespace) -> Gateway:
     if upstream_port == ns.port and parts.hostname in (ns.host, "127.0.0.1", "localhost", "0.0.0.0"):
         raise SystemExit(f"gateway: --upstream {ns.upstream} is the gateway's own address (--port {ns.port}); "
                          "give the server and the gateway different ports")
-    upstream_auth = None
-    if ns.upstream_api_key_env:
-        key = os.environ.get(ns.upstream_api_key_env, "")
-        if not key:
-            raise SystemExit(f"gateway: {ns.upstream_api_key_env} (--upstream-api-key-env) is empty")
-        upstream_auth = f"Bearer {key}"
+    key_env = upstream_key_env(ns)
+    upstream_auth = f"Bearer {os.environ[key_env]}" if key_env else None
     claims = tuple(c.strip() for c in ns.required_claims.split(",") if c.strip())
     policy = TokenPolicy(secret=secret, required_claims=claims, require_exp=ns.require_exp,
                          leeway_s=ns.leeway, audience=ns.audience, issuer=ns.issuer)
@@ -139,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=ns.log_level.upper(), format="%(asctime)s gateway %(levelname)s %(message)s")
     print(f"gateway: listening on http://{ns.host}:{ns.port} -> {ns.upstream} "
           f"(HS256, required claims: {', '.join(app.policy.required_claims) or 'none'})", flush=True)
+    print(upstream_auth_line(upstream_key_env(ns)), flush=True)
     uvicorn.run(app, host=ns.host, port=ns.port, log_level=ns.log_level.lower(), access_log=False,
                 lifespan="on", timeout_graceful_shutdown=5)
     return 0

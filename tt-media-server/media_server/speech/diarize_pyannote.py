@@ -5,8 +5,9 @@ Why optional: the pipeline's weights live on the Hugging Face Hub behind a user 
 documents), so it runs only with ``HF_TOKEN`` and Hub access, or from a local pipeline directory
 (``PYANNOTE_PIPELINE=/path``); ``pyannote.audio`` is not in the media-server venv (install it to
 use this backend). Selected by ``DIARIZATION_BACKEND=pyannote``, or by ``auto`` when ``HF_TOKEN``
-is set or ``PYANNOTE_PIPELINE`` is a directory. Nothing falls back silently: a pipeline that
-cannot load makes the request fail with the reason.
+is set or ``PYANNOTE_PIPELINE`` is a directory. Chosen explicitly, a pipeline that cannot load makes
+the request fail with the reason; chosen by ``auto``, it gives way to the offline backend with one
+warning line (``preprocessing.FallbackDiarizer``).
 
 The pipeline gets the decoded samples as a waveform (no file round trip) and the speaker-count
 options as its own ``num_speakers`` / ``min_speakers`` / ``max_speakers``; its annotation is read

@@ -13,10 +13,14 @@ diarization at a time per backend (their locks), on ``DIARIZATION_THREADS`` torc
 
 The backend is chosen once per process from SpeechSettings (``diarization_choice``) and loaded on
 the first request that asks for preprocessing (the offline encoder: about 3 s with its warm-up).
+A pyannote backend picked by ``auto`` (``HF_TOKEN`` set) that cannot load gives way to the offline
+one with a warning (``FallbackDiarizer``); one named in ``DIARIZATION_BACKEND`` does not.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -24,10 +28,12 @@ from functools import lru_cache
 import numpy as np
 
 from media_server.speech.chunking import AudioChunk
-from media_server.speech.diarization import Diarizer, SpeakerCount, SpeakerTurn
+from media_server.speech.diarization import DiarizationError, Diarizer, SpeakerCount, SpeakerTurn
 from media_server.speech.settings import SpeechSettings
 from media_server.speech.vad import (SpeechRegion, VadParameters, detect_speech, plan_speech_chunks,
                                      speech_seconds)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -50,13 +56,57 @@ class Preprocessed:
         return sorted({turn.speaker for turn in self.turns})
 
 
+class FallbackDiarizer:
+    """The backend ``auto`` picked, or the offline one when that cannot load (one warning line).
+
+    Why: the documented ``HF_TOKEN`` makes ``auto`` pick pyannote, which needs pyannote.audio (not in the
+    media-server venv) and the Hub's gated weights; a host without them must still diarize, not answer 503
+    to every preprocessing request. Only ``auto`` falls back: an explicit ``DIARIZATION_BACKEND=pyannote``
+    is a choice, so a pipeline that cannot load stays an error naming the reason. Thread-safe.
+    """
+
+    def __init__(self, primary: Diarizer, threads: int) -> None:
+        self._primary = primary
+        self._threads = threads
+        self._active: Diarizer | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return (self._active or self._primary).name
+
+    def load(self) -> None:
+        with self._lock:
+            if self._active is None:
+                self._active = self._choose()
+        getattr(self._active, "load", lambda: None)()
+
+    def _choose(self) -> Diarizer:
+        """The primary when it loads, else the offline backend (saying why, once)."""
+        try:
+            self._primary.load()
+            return self._primary
+        except DiarizationError as error:
+            from media_server.speech.diarize_embeddings import EmbeddingDiarizer
+
+            log.warning("diarization: %s; using the offline embeddings backend instead "
+                        "(DIARIZATION_BACKEND=pyannote makes this an error)", error)
+            return EmbeddingDiarizer(threads=self._threads)
+
+    def diarize(self, samples: np.ndarray, regions: list[SpeechRegion], count: SpeakerCount) -> list[SpeakerTurn]:
+        self.load()
+        return self._active.diarize(samples, regions, count)
+
+
 @lru_cache(maxsize=1)
-def diarizer_for(backend: str, pipeline: str, token: str, threads: int) -> Diarizer:
-    """The process's diarizer for these settings (loaded lazily by its first diarize call)."""
+def diarizer_for(backend: str, pipeline: str, token: str, threads: int, explicit: bool = True) -> Diarizer:
+    """The process's diarizer for these settings (loaded lazily by its first diarize call); a pyannote
+    that ``auto`` chose (``explicit`` false) falls back to the offline backend when it cannot load."""
     if backend == "pyannote":
         from media_server.speech.diarize_pyannote import PyannoteDiarizer
 
-        return PyannoteDiarizer(pipeline, token, threads)
+        chosen = PyannoteDiarizer(pipeline, token, threads)
+        return chosen if explicit else FallbackDiarizer(chosen, threads)
     from media_server.speech.diarize_embeddings import EmbeddingDiarizer
 
     return EmbeddingDiarizer(threads=threads)
@@ -64,7 +114,7 @@ def diarizer_for(backend: str, pipeline: str, token: str, threads: int) -> Diari
 
 def diarizer(settings: SpeechSettings) -> Diarizer:
     return diarizer_for(settings.diarization_choice, settings.pyannote_pipeline, settings.hf_token,
-                        settings.diarization_threads)
+                        settings.diarization_threads, settings.diarization_backend != "auto")
 
 
 def warm_up(settings: SpeechSettings) -> None:

@@ -49,7 +49,8 @@ class SpeechSettings(BaseSettings):
     hf_token: str = Field("", description="Hugging Face token: with DIARIZATION_BACKEND=auto, selects pyannote's "
                           "pipeline (PYANNOTE_PIPELINE) from the Hub")
     diarization_backend: Literal["auto", "embeddings", "pyannote"] = Field("auto", description=(
-        "auto: pyannote when HF_TOKEN is set or PYANNOTE_PIPELINE is a local directory, else embeddings; "
+        "auto: pyannote when HF_TOKEN is set or PYANNOTE_PIPELINE is a local directory (embeddings, with a "
+        "warning, when it cannot load), else embeddings; "
         "embeddings: the offline voice encoder (resemblyzer wheel) + k-means; pyannote: pyannote.audio's pipeline"))
     pyannote_pipeline: str = Field("pyannote/speaker-diarization-3.0", description=(
         "pyannote pipeline: a Hub name (needs HF_TOKEN and pyannote.audio) or a local pipeline directory"))
