@@ -4,10 +4,11 @@ A point is (isl, osl, max_concurrency, num_prompts). The sweep follows the upstr
 tt-inference-server's benchmark sweep: the spec's perf_reference points (they carry targets), then
 common ISL/OSL pairs at concurrency 1 and at the spec's max_concurrency, minus points already in
 perf_reference, minus points that do not fit the context (isl + osl > max_context). ``mode`` trims
-it: smoke = the perf_reference points (or two tiny points when the spec has none), ci =
-perf_reference plus the first pair of each sweep, full = all. In ci the sweep points, which feed no
-target check (they draw the report's curves, each figure with its n and interval), send half the
-prompts full sends (4 per user instead of 8): on a 2-core CPU they were over half of a ci release.
+it: smoke and ci = the perf_reference points, full = all. Why ci measures only what is judged: the
+sweep points feed no target check (they draw the report's curves), and on a 2-core CPU they were
+over half of a ci release's benchmark time; ``mode=full`` draws the curves. A spec without
+perf_reference points has nothing to judge, so smoke measures two tiny points and ci the first
+pair of each sweep, with half the prompts full sends (4 per user instead of 8).
 """
 from __future__ import annotations
 
@@ -94,9 +95,9 @@ def build_points(spec: ModelSpec, args: BenchArgs) -> list[Point]:
             ref = ref_by_key.get((isl, osl, con))
             candidates.append(Point(isl, osl, con, n or (ref.num_prompts if ref else num_prompts_for(isl, osl, con)),
                                     "perf_reference" if ref else "custom", dict(ref.targets) if ref else {}))
-    elif args.mode == "smoke" and reference:
-        # The perf_reference points carry the targets the verdict needs; catalogs keep them small
-        # where smoke runs (CPU), so smoke measures exactly those.
+    elif args.mode in ("smoke", "ci") and reference:
+        # The perf_reference points carry the targets the verdict needs: smoke and ci measure exactly
+        # those (their sample budgets differ), full adds the sweep.
         candidates.extend(reference)
     elif args.mode == "smoke" and not args.only_targets:
         for isl, osl, con, n in SMOKE_POINTS:

@@ -58,7 +58,9 @@ class InProcessScore:
     ``evals/reference_scores.json``. ``task_config_sha256`` hashes the task's YAML, data and helper
     code at measurement time: when it no longer matches the checkout, the score no longer describes
     the task and cannot judge a served score. ``source`` is one line of provenance (engine, versions,
-    weights hash, CPU, date); the file holds the full record and the command.
+    weights hash, CPU, date); the file holds the full record and the command. ``items`` holds each
+    item's in-process score by doc_id (empty when not measured): the served answers are compared with
+    them item by item, which decides a serving bug on the first items that differ.
     """
 
     value: float
@@ -66,12 +68,15 @@ class InProcessScore:
     samples: int
     task_config_sha256: str
     source: str
+    items: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.value <= 1:
             raise ValueError(f"scores are fractions in [0, 1], got {self.value}")
         if self.samples < 1:
             raise ValueError(f"an in-process score needs at least one sample, got {self.samples}")
+        if self.items and (len(self.items) != self.samples or any(not 0 <= v <= 1 for v in self.items)):
+            raise ValueError(f"per-item scores must be {self.samples} fractions in [0, 1], got {len(self.items)}")
 
 
 @dataclass(frozen=True)

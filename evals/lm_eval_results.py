@@ -6,6 +6,7 @@ layout; the record (``records.evals``) only carries the score it yields.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -71,3 +72,29 @@ def score_results(results: Mapping[str, Any], task: str, spec: ScoreSpec) -> tup
     else:
         value, stderr = sum(values) / len(values), None
     return value, stderr, count_samples(results, task)
+
+
+def newest_samples_file(output_dir: Path, task: str) -> Path | None:
+    """Newest ``samples_<task>_<datetime>.jsonl`` under ``output_dir`` (lm-eval's per-item log)."""
+    found = sorted(output_dir.rglob(f"samples_{task}_*.jsonl"), key=lambda p: (p.stat().st_mtime, p.name))
+    return found[-1] if found else None
+
+
+def item_scores(samples_file: Path, metric_key: str) -> list[float]:
+    """Each item's score of ``metric_key`` ('acc,none': metric, filter) in doc_id order, from lm-eval's
+    samples log; ResultsError when an item lacks it or the doc ids are not 0..n-1 (lm-eval's --limit
+    takes the first n items, so they always are)."""
+    metric, _, flt = metric_key.partition(",")
+    rows: dict[int, float] = {}
+    for line in samples_file.read_text().splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        if rec.get("filter", "none") == flt and metric in rec:
+            value = _number(rec[metric])
+            if value is None:
+                raise ResultsError(f"{samples_file.name}: item {rec.get('doc_id')} has no number for {metric_key}")
+            rows[int(rec["doc_id"])] = value
+    if sorted(rows) != list(range(len(rows))):
+        raise ResultsError(f"{samples_file.name}: doc ids of {metric_key} are not 0..{len(rows) - 1}")
+    return [rows[i] for i in range(len(rows))]

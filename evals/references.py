@@ -11,7 +11,8 @@ File layout (schema ``tt-eval-references/1``)::
     {"schema": ..., "models": {MODEL: {
         "served": {"source": str, "scores": {TASK: {MODE: score}}},
         "in_process": {"source": str, "provenance": {...}, "scores": {TASK: {MODE: {
-            "value", "stderr", "samples", "ci95", "limit", "task_config_sha256", "measured_as"}}}}}}}
+            "value", "stderr", "samples", "ci95", "limit", "task_config_sha256", "measured_as",
+            "items" (optional: each item's score by doc_id)}}}}}}}
 
 Stdlib only: ``evals.eval_config`` (imported by the orchestrator's CLI) reads it.
 """
@@ -81,6 +82,10 @@ def validate(data: Any, where: str = "reference file") -> None:
                      f"{model}/{task}/{mode}: ci95 must be [low, high] around the value")
                 need(0 <= score["value"] <= 1 and int(score["samples"]) >= 1,
                      f"{model}/{task}/{mode}: value must be in [0, 1] with at least one sample")
+                items = score.get("items")
+                need(items is None or (isinstance(items, list) and len(items) == int(score["samples"])
+                                       and all(isinstance(v, (int, float)) and 0 <= v <= 1 for v in items)),
+                     f"{model}/{task}/{mode}: items must list one score in [0, 1] per sample, by doc_id")
 
 
 def served_scores(model: str, data: dict[str, Any] | None = None) -> tuple[str, dict[str, dict[str, float]]]:
@@ -98,7 +103,8 @@ def in_process_scores(model: str, data: dict[str, Any] | None = None) -> dict[st
     return {task: {mode: InProcessScore(value=float(s["value"]),
                                         stderr=None if s["stderr"] is None else float(s["stderr"]),
                                         samples=int(s["samples"]), task_config_sha256=s["task_config_sha256"],
-                                        source=f"{inproc['source']}; {s['measured_as']}")
+                                        source=f"{inproc['source']}; {s['measured_as']}",
+                                        items=tuple(float(v) for v in s.get("items") or ()))
                    for mode, s in by_mode.items()}
             for task, by_mode in inproc.get("scores", {}).items()}
 

@@ -40,6 +40,7 @@ if __package__ in (None, ""):  # run as a script: make `evals.*` importable from
 
 from contracts.client_main import BadInput, ClientInvocation, run_client
 from contracts.model_spec import ModelSpec, read_known_issues
+from evals import sequential_eval
 from evals.diagnosis import summarize_failure
 from evals.eval_config import EVAL_CONFIGS, parse_workflow_args
 from evals.eval_spec import (
@@ -47,6 +48,7 @@ from evals.eval_spec import (
     WORKFLOW_ARG_KEYS,
     EvalConfig,
     EvalTask,
+    InProcessScore,
     engine_supports_loglikelihood,
 )
 from evals.lm_eval_command import (
@@ -56,11 +58,18 @@ from evals.lm_eval_command import (
     choose_tokenizer,
     endpoint_url,
 )
+from evals.lm_eval_results import (
+    ResultsError,
+    find_results_file,
+    item_scores,
+    newest_samples_file,
+    score_results,
+)
 from evals.lm_eval_session import LmEvalSessions, WorkerError
 from evals.passthrough import apply_passthrough, passthrough_args
-from evals.server_check import check_server
-from evals.lm_eval_results import ResultsError, find_results_file, score_results
 from evals.references import task_config_sha256
+from evals.result_table import fmt, result_table
+from evals.server_check import check_server
 from records.evals import (
     SERVING_SUSPECTS,
     STATUS_ERROR,
@@ -260,19 +269,84 @@ class TaskRunner:
         log_path = fresh_log(task_dir / "lm_eval.log")
         log(f"{task.task_name}: tokenizer={tok.backend} ({tok.reason}); limit={limit}; log {self.rel(log_path)}")
         started = time.time()
+        reference = self.paired_reference(task)
+        if reference is not None:
+            return self._run_sequential(task, rec, tok, out_dir, log_path, child_env(task, offline), reference)
         rc, text, cause = self._run_lm_eval(task, inv, child_env(task, offline), log_path)
         scrub_secret(task_dir, tok.auth_token)
         log(f"{task.task_name}: lm-eval exited {rc} after {time.time() - started:.0f} s")
         if rc != 0:
-            self.server_error = None  # was it the server? ask again (with retries) before judging
-            self.check_server()
-            rec.error = (cause if cause and not self.server_error else
-                         summarize_failure(task, text, rc, offline=offline,
-                                           endpoint=endpoint_url(self.server_url, task.model_class),
-                                           server_gone=self.server_error))
-            log(f"{task.task_name}: ERROR {rec.error} (details: {self.rel(log_path)})")
-            return rec
+            return self._failed(task, rec, rc, text, cause, offline, log_path)
         return self._score(task, rec, out_dir, started, limit)
+
+    def _failed(self, task: EvalTask, rec: EvalRecord, rc: int, text: str, cause: str | None, offline: bool,
+                log_path: Path) -> EvalRecord:
+        self.server_error = None  # was it the server? ask again (with retries) before judging
+        self.check_server()
+        rec.error = (cause if cause and not self.server_error else
+                     summarize_failure(task, text, rc, offline=offline,
+                                       endpoint=endpoint_url(self.server_url, task.model_class),
+                                       server_gone=self.server_error))
+        log(f"{task.task_name}: ERROR {rec.error} (details: {self.rel(log_path)})")
+        return rec
+
+    def paired_reference(self, task: EvalTask) -> InProcessScore | None:
+        """The in-process per-item scores of the task's whole set, when this run can be paired with them
+        item by item (``evals.sequential_eval``): a single-metric score, the task's files unchanged since
+        the measurement, no ``limit`` override or lm-eval settings passed through (other items or
+        settings are not the measured ones). None: one fixed pass, judged as before."""
+        score = task.score
+        if score is None or score.score_func != "single" or self.limit_override is not None or self.passthrough:
+            return None
+        ref = score.in_process_scores.get("full")
+        if ref is None or not ref.items:
+            return None
+        if task.offline and task_config_sha256(task.task_name) != ref.task_config_sha256:
+            log(f"{task.task_name}: the task changed since its in-process scores were measured; one fixed pass")
+            return None
+        return ref
+
+    def _run_sequential(self, task: EvalTask, rec: EvalRecord, tok, out_dir: Path, log_path: Path,
+                        env: dict[str, str], reference: InProcessScore) -> EvalRecord:
+        """Score the task chunk by chunk (lm-eval ``--limit`` one chunk more each pass; its request cache
+        answers the items already scored) until every check is decided, every item is scored, or the
+        mode's budget is spent (``evals.sequential_eval``)."""
+        assert task.score is not None
+        budget, metric = self.limit_for(task), task.score.metric_keys[0]
+        target = sequential_eval.full_set_target(task.score)
+        scored, looks, started = 0, 0, time.time()
+        while True:
+            limit = sequential_eval.next_limit(scored, budget, reference.samples)
+            inv = build_command(task, python=sys.executable, server_url=self.server_url, model_name=self.model,
+                                output_dir=out_dir, cache_path=out_dir / "cache" / "requests", tokenizer=tok,
+                                limit=limit)
+            rec.lm_eval_command = inv.display
+            pass_started = time.time()
+            rc, text, cause = self._run_lm_eval(task, inv, env, log_path)
+            scrub_secret(out_dir.parent, tok.auth_token)
+            if rc != 0:
+                return self._failed(task, rec, rc, text, cause, task.offline or self.hub_offline(), log_path)
+            try:
+                samples_file = newest_samples_file(out_dir, task.task_name)
+                if samples_file is None or samples_file.stat().st_mtime < pass_started - 1:
+                    raise ResultsError("lm-eval exited 0 but wrote no samples file")
+                served = item_scores(samples_file, metric)
+                state = sequential_eval.look(served, target, reference.items)
+            except (ResultsError, ValueError, OSError) as e:
+                rec.error = str(e)
+                return rec
+            looks += 1
+            reason = sequential_eval.stop_reason(state, budget)
+            log(f"{task.task_name}: look {looks} after {time.time() - started:.0f} s: "
+                f"{sequential_eval.describe(state, looks, reason or 'not yet')}")
+            if reason is not None or len(served) <= scored:
+                break
+            scored = len(served)
+        rec = self._score(task, rec, out_dir, pass_started, limit, serving=False)
+        if rec.value is not None:
+            sequential_eval.apply_look(rec, state, looks, reason or sequential_eval.STOP_BUDGET, task.score,
+                                       reference, suspects=serving_suspects(task))
+        return rec
 
     def _run_lm_eval(self, task: EvalTask, inv, env: dict[str, str], log_path: Path) -> tuple[int, str, str | None]:
         """Run the task in the shared lm-eval worker: (exit code, the task's log text, and the cause
@@ -292,7 +366,8 @@ class TaskRunner:
             return outcome.rc or 1, text, None
         return outcome.rc, text, None
 
-    def _score(self, task: EvalTask, rec: EvalRecord, out_dir: Path, started: float, limit: int | None) -> EvalRecord:
+    def _score(self, task: EvalTask, rec: EvalRecord, out_dir: Path, started: float, limit: int | None,
+               serving: bool = True) -> EvalRecord:
         results_path = find_results_file(out_dir)
         if results_path is None or results_path.stat().st_mtime < started - 1:
             rec.error = "lm-eval exited 0 but wrote no results file"
@@ -309,6 +384,8 @@ class TaskRunner:
         exact_mode = self.mode if limit == task.limit_for(self.mode) else None
         rec.value, rec.stderr, rec.samples = value, stderr, samples
         rec.apply(accuracy_check(value, task.score, exact_mode, samples, stderr))
+        if not serving:
+            return rec
         rec.apply_serving(serving_check(value, samples, task.score.in_process_scores.get(exact_mode or "full"),
                                         task_config_sha256=task_config_sha256(task.task_name) if task.offline else None,
                                         suspects=serving_suspects(task)))
@@ -337,28 +414,6 @@ def serving_suspects(task: EvalTask) -> str:
     """What a serving bug in this task most likely is, by what the task asks of the server."""
     kind = "loglikelihood" if task.needs_loglikelihood else "chat" if task.apply_chat_template else "generate"
     return SERVING_SUSPECTS[kind]
-
-
-def _fmt(v: float | None, nd: int = 4) -> str:
-    return "-" if v is None else f"{v:.{nd}f}"
-
-
-def result_table(records: list[EvalRecord]) -> str:
-    rows = [("task", "metric", "n", "value", "95% CI", "target", "ratio", "in-process [95% CI]", "serving",
-             "status")]
-    for r in records:
-        ratio = r.ratio_to_reference if r.ratio_to_reference is not None else r.ratio_to_published
-        ci = "-" if not r.ci95 else f"{r.ci95[0]:.3f}..{r.ci95[1]:.3f}"
-        inproc = "-" if r.in_process_score is None else (
-            f"{r.in_process_score:.4f}" + (f" [{r.in_process_ci95[0]:.3f}..{r.in_process_ci95[1]:.3f}]"
-                                           if r.in_process_ci95 else ""))
-        rows.append((r.task, r.metric, "-" if r.samples is None else str(r.samples), _fmt(r.value), ci,
-                     _fmt(r.target), _fmt(ratio, 3), inproc, (r.serving_decision or "-").upper(), r.status.upper()))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
-    lines.insert(1, "-+-".join("-" * w for w in widths))
-    errors = [f"  {r.task}: {r.error}" for r in records if r.error]
-    return "\n".join(lines + (["errors:"] + errors if errors else []))
 
 
 def select_tasks(config: EvalConfig, wanted: set[str] | None) -> list[EvalTask]:
@@ -449,7 +504,7 @@ def _keep(runner: TaskRunner, records: list[EvalRecord], task: EvalTask, rec: Ev
     rec.write(runner.evals_dir / task.task_name / "eval_record.json")
     records.append(rec)
     runner.write_outputs(records)
-    log(f"{task.task_name}: {rec.status} value={_fmt(rec.value)} passed={rec.passed}")
+    log(f"{task.task_name}: {rec.status} value={fmt(rec.value)} passed={rec.passed}")
 
 
 if __name__ == "__main__":

@@ -120,10 +120,12 @@ def interval(value: float, stderr: float | None, n: int) -> list[float]:
 
 
 def score_entry(value: float, stderr: float | None, n: int, limit: int | None, task_hash: str,
-                measured_as: str) -> dict:
+                measured_as: str, items: list[float]) -> dict:
+    """One mode's in-process score; ``items`` holds each item's score in doc_id order, so the served
+    run can be compared with it item by item (``evals.sequential_eval``: the paired serving check)."""
     return {"value": round(value, 6), "stderr": None if stderr is None else round(stderr, 6), "samples": n,
             "ci95": interval(value, stderr, n), "limit": limit, "task_config_sha256": task_hash,
-            "measured_as": measured_as}
+            "measured_as": measured_as, "items": [round(v, 6) for v in items]}
 
 
 def mode_limits(task: EvalTask) -> dict[str, int | None]:
@@ -154,6 +156,9 @@ def measure_task(task: EvalTask, python: Path, checkpoint: Path, batch_size: int
     value, stderr, n = score_results(json.loads(results_path.read_text()), task.task_name, task.score)
     samples_file = next(results_path.parent.glob(f"samples_{task.task_name}_*.jsonl"))
     items = per_item_scores(samples_file, task.score.metric_keys[0])
+    if [doc_id for doc_id, _ in items] != list(range(len(items))):
+        raise RuntimeError(f"{task.task_name}: doc ids are not 0..{len(items) - 1}; per-item scores cannot be stored "
+                           f"by position")
     mine, my_stderr = mean_and_stderr([s for _, s in items])
     if len(items) != n or abs(mine - value) > 1e-9 or (stderr is not None and abs((my_stderr or 0) - stderr) > 1e-9):
         raise RuntimeError(f"{task.task_name}: per-item scores ({len(items)}, {mine}, {my_stderr}) do not "
@@ -162,12 +167,13 @@ def measure_task(task: EvalTask, python: Path, checkpoint: Path, batch_size: int
     entries = {}
     for mode, limit in mode_limits(task).items():
         if limit is None or limit >= n:
-            entries[mode] = score_entry(value, stderr, n, None, task_hash, f"all {n} items, one lm-eval run")
+            entries[mode] = score_entry(value, stderr, n, None, task_hash, f"all {n} items, one lm-eval run",
+                                        [s for _, s in items])
         else:
             sub = [s for doc_id, s in items if doc_id < limit]
             v, e = mean_and_stderr(sub)
             entries[mode] = score_entry(v, e, len(sub), limit, task_hash,
-                                        f"first {limit} items of the {n}-item run (what --limit {limit} selects)")
+                                        f"first {limit} items of the {n}-item run (what --limit {limit} selects)", sub)
         log(f"{task.task_name} {mode}: {entries[mode]['value']:.4f} ± {entries[mode]['stderr']} "
             f"(n={entries[mode]['samples']}, 95% CI {entries[mode]['ci95']})")
     return entries, inv.display

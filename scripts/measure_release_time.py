@@ -3,8 +3,9 @@
 
 Runs the README's main command (``run.py --workflow release --local-server``) in each asked mode,
 ``--runs`` times, each into its own run directory, and prints per mode: the wall time of each
-manifest step (median over the runs, with min..max), the total against the mode's goal, and from
-``report.json`` the verdict and the number of checks per decision. A run counts as "decided" only
+manifest step (median over the runs, with min..max; steps that run side by side overlap, so they sum past
+the wall time), the total against the mode's goal, and from ``report.json`` the verdict, the number of
+checks per decision, and per check the samples behind it, how many looks and why sampling stopped. A run counts as "decided" only
 when no check is inconclusive. The first run of a mode builds whatever is missing (venvs, the
 converted model); pass ``--warm-up`` to run one unmeasured release first.
 
@@ -45,6 +46,7 @@ class ReleaseTiming:
     result: str = "?"
     undecided: list[str] = field(default_factory=list)
     load_before: float = 0.0
+    checks: list[dict] = field(default_factory=list)
 
 
 def release_command(model: str, mode: str, run_dir: Path) -> list[str]:
@@ -69,6 +71,7 @@ def measure_once(model: str, mode: str, run_dir: Path) -> ReleaseTiming:
     if report.is_file():
         verdict = json.loads(report.read_text()).get("verdict") or {}
         timing.result = str(verdict.get("result"))
+        timing.checks = [c for c in verdict.get("checks", []) if isinstance(c, dict)]
         for check in verdict.get("checks", []):
             timing.decisions[check.get("decision")] += 1
             if check.get("decision") == "inconclusive":
@@ -96,6 +99,19 @@ def print_mode(mode: str, timings: list[ReleaseTiming]) -> None:
         decided = "every check decided" if not t.undecided else f"undecided: {', '.join(t.undecided)}"
         print(f"  run {i}: exit {t.exit_code}, verdict {t.result}, checks {dict(t.decisions)}; {decided}; "
               f"load average before {t.load_before:.1f}")
+    if timings and timings[-1].checks:
+        print_checks(timings[-1].checks)
+
+
+def print_checks(checks: list[dict]) -> None:
+    """The last run's checks that sampled: samples behind each (n), looks at them, and why sampling stopped."""
+    print("  checks of the last run (n = samples, looks, stopped; required marked *):")
+    for c in checks:
+        if c.get("n") is None and c.get("looks") is None:
+            continue
+        mark = "*" if c.get("required") else " "
+        print(f"   {mark} {str(c.get('name'))[:58]:<58} {c.get('decision')!s:<12} n={c.get('n')!s:<5} "
+              f"looks={c.get('looks') if c.get('looks') is not None else '-'!s:<3} {c.get('stopped') or '-'}")
 
 
 def main() -> int:

@@ -74,7 +74,7 @@ def _spec_with(targets_by_con):
 
 
 def test_run_benchmarks_samples_until_decided_and_records_why(stub_factory, tmp_path, monkeypatch):
-    """con 1: target 1000 ms is decided (pass) once 8 samples exist; con 2: target 5 ms fails at 8;
+    """con 1: target 1000 ms is decided (pass) once 8 samples exist; con 2: target 5 ms fails by 16;
     con 4: a 120 ms target sits on the stub's mean TTFT, so the point samples on until its precision
     goal (15% here, to keep the test short) is met, or its budget ends, and stays inconclusive."""
     stub = stub_factory("--ttft-ms", "20", "--ttft-spread-ms", "200", "--itl-ms", "1")
@@ -89,14 +89,15 @@ def test_run_benchmarks_samples_until_decided_and_records_why(stub_factory, tmp_
     s1, s2, s4 = (rec[c]["sampling"] for c in (1, 2, 4))
     assert (s1["stop_reason"], s1["requests"], s1["rounds"], s1["min_requests"]) == ("decided", 8, 2, 4)
     assert s1["decisions"] == {"ttft_ms isl-16_osl-4_con-1 functional": "pass"}
-    assert (s2["stop_reason"], s2["requests"]) == ("decided", 8)
+    # anytime-valid intervals are wider at 8 than a bootstrap: the stub's spread decides it within two more rounds
+    assert s2["stop_reason"] == "decided" and 8 <= s2["requests"] <= 16, s2
     assert s2["decisions"] == {"ttft_ms isl-16_osl-4_con-2 functional": "fail"}
-    assert s4["stop_reason"] in ("precision", "sample_budget") and s4["requests"] > 16, s4
+    assert s4["stop_reason"] in ("precision", "sample_budget", "max_requests") and s4["requests"] > 16, s4
     assert s4["decisions"] == {"ttft_ms isl-16_osl-4_con-4 functional": "inconclusive"}
     rows = open(os.path.join(run_dir, rec[4]["requests_file"])).read().splitlines()
     assert len(rows) == s4["requests"] == rec[4]["metrics"]["completed"]
     assert len({json.loads(r)["request_id"] for r in rows}) == len(rows)  # rounds never reuse an id
-    assert "stopped: precision" in p.stdout or "stopped: sample_budget" in p.stdout
+    assert any(f"stopped: {why}" in p.stdout for why in ("precision", "sample_budget", "max_requests"))
     _the_report_decides_the_same_checks(run_dir, rec)
 
 

@@ -62,10 +62,13 @@ def test_sweep_modes():
     assert full[0].targets["functional"]["ttft_ms"] == 100 and full[0].num_prompts == 8
     assert {p.source for p in full} == {"perf_reference", "batch_1", "max_concurrency"}
     ci = build_points(SPEC, parse_workflow_args({}))
-    assert [p.key for p in ci] == [(128, 128, 1), (1024, 1024, 32), (128, 128, 32)]
-    # ci sweep points (no targets) send half of full's prompts; perf_reference points keep theirs
-    assert [p.num_prompts for p in ci] == [8, full[1].num_prompts, 128]
+    assert [p.key for p in ci] == [(128, 128, 1), (1024, 1024, 32)]  # ci measures what is judged
+    assert [p.num_prompts for p in ci] == [8, full[1].num_prompts]
     assert next(p for p in full if p.key == (128, 128, 32)).num_prompts == 256
+    no_refs_ci = build_points(model_spec(model_id="m", device_model_spec={
+        "max_context": 4096, "max_concurrency": 32, "perf_reference": []}), parse_workflow_args({"mode": "ci"}))
+    # nothing to judge: the first pair of each sweep, sweep points at half of full's prompts
+    assert [(p.key, p.num_prompts) for p in no_refs_ci] == [((128, 128, 1), 4), ((128, 128, 32), 128)]
     only = build_points(SPEC, parse_workflow_args({"only_targets": "true", "mode": "full"}))
     assert [p.source for p in only] == ["perf_reference"] * 2
     smoke = build_points(SPEC, parse_workflow_args({"mode": "smoke"}))

@@ -16,6 +16,12 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # Keys of tt-eval-record/1, exactly as docs/architecture.md lists them.
 SCHEMA_KEYS = {
     "schema",
+    "disagreements",
+    "disagreement_ci95",
+    "max_disagreement",
+    "items_total",
+    "looks",
+    "stopped",
     "model_id",
     "task",
     "metric",

@@ -33,6 +33,7 @@ class FakeLmEval:
         self.import_s: list[float] = []
         self.closed = 0
         self.after_task = None  # called with the task name once it has run
+        self.items_differ: dict[str, int] = {}  # task -> how many first items the "server" scores unlike in-process
 
     def run(self, task, args, cwd, env, log_path, deadline_s, builtin_tasks=True):
         self.calls.append(args)
@@ -44,12 +45,24 @@ class FakeLmEval:
             out = Path(args[args.index("--output_path") + 1]) / "SmolLM2-135M-Instruct"
             out.mkdir(parents=True, exist_ok=True)
             shutil.copy(FIXTURES / f"results_{task}.json", out / "results_2026-11-22T00-00-00.json")
-            (out / f"samples_{task}_2026-11-22T00-00-00.jsonl").write_text("{}\n")
+            (out / f"samples_{task}_2026-11-22T00-00-00.jsonl").write_text(self.samples(task, args))
             log_path.write_text("ok\n")
             return TaskOutcome(0, 0.1)
         finally:
             if self.after_task:
                 self.after_task(task)
+
+    def samples(self, task: str, args: list[str]) -> str:
+        """lm-eval's per-item log for the first ``--limit`` items: each item scored as the in-process
+        reference scored it (``items_differ`` flips the first n), in lm-eval's layout."""
+        score = EVAL_CONFIGS["SmolLM2-135M-Instruct"].task(task).score
+        metric, _, flt = score.metric_keys[0].partition(",")
+        items = list(score.in_process_scores["full"].items)
+        limit = int(args[args.index("--limit") + 1]) if "--limit" in args else len(items)
+        flip = self.items_differ.get(task, 0)
+        rows = [{"doc_id": i, "filter": flt, metric: (1.0 - v) if i < flip else v}
+                for i, v in enumerate(items[:limit])]
+        return "".join(json.dumps(r) + "\n" for r in rows)
 
     def close(self):
         self.closed += 1
@@ -123,23 +136,36 @@ def test_rerun_skips_finished_tasks_and_retries_errors(tmp_path, fake, smollm_sp
 
     fake.calls.clear()
     _main(tmp_path, spec, {"mode": "ci"})  # another mode is another sample set: everything reruns
-    assert len(fake.calls) == 3
-    assert _record(tmp_path, "tt_offline_mc").mode == "ci"
+    assert sorted(set(fake.tasks_run())) == ["tt_offline_chat", "tt_offline_mc", "tt_offline_qa"]
+    mc = _record(tmp_path, "tt_offline_mc")
+    assert mc.mode == "ci" and mc.stopped == "decided" and mc.looks == fake.tasks_run().count("tt_offline_mc")
+    limits = [int(a[a.index("--limit") + 1]) for a in fake.calls if a[a.index("--tasks") + 1] == "tt_offline_mc"]
+    assert limits == [24 * (i + 1) for i in range(mc.looks)] and limits[-1] < 120  # decided before the last item
 
 
 def test_failed_accuracy_counts_as_finished_and_exits_1(tmp_path, fake, smollm_spec, write_spec, monkeypatch):
     cfg = EVAL_CONFIGS["SmolLM2-135M-Instruct"]
     task = cfg.task("tt_offline_mc")
-    strict = replace(task.score, mode_reference_scores={"smoke": 0.99}, tolerance=0.0)
+    strict = replace(task.score, reference_score=0.99, mode_reference_scores={"smoke": 0.99}, tolerance=0.0)
     monkeypatch.setitem(
         EVAL_CONFIGS, cfg.model_name, EvalConfig(cfg.model_name, cfg.hf_model_repo, (replace(task, score=strict),))
     )
     spec = write_spec(smollm_spec)
-    assert _main(tmp_path, spec) == 1
+    assert _main(tmp_path, spec, {"mode": "ci"}) == 1
     rec = _record(tmp_path, "tt_offline_mc")
     assert (rec.status, rec.passed, rec.reference_score) == ("failed", False, 0.99)
+    assert rec.stopped == "decided" and rec.ci95[1] < 0.99 and rec.items_total == 120
     fake.calls.clear()
-    assert _main(tmp_path, spec) == 1 and fake.calls == []  # finished (failed) is not rerun
+    assert _main(tmp_path, spec, {"mode": "ci"}) == 1 and fake.calls == []  # finished (failed) is not rerun
+
+
+def test_served_items_unlike_in_process_fail_the_paired_serving_check(tmp_path, fake, smollm_spec, write_spec):
+    fake.items_differ = {"tt_offline_chat": 40}  # a chat-template bug: the first 40 items score otherwise
+    assert _main(tmp_path, write_spec(smollm_spec), {"mode": "ci", "tasks": "tt_offline_chat"}) == 1
+    rec = _record(tmp_path, "tt_offline_chat")
+    assert (rec.status, rec.serving_decision, rec.stopped) == ("failed", "fail", "decided")
+    assert rec.looks == 1 and rec.disagreements == 24 and rec.disagreement_ci95[0] > rec.max_disagreement
+    assert "chat template" in rec.serving_detail
 
 
 @pytest.mark.parametrize("override", [{"engine": "media"}])

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from records.bench import BenchMetrics, BenchPoint, PointParams
+from contracts.intervals import bootstrap_ratio
+from contracts.sequential import mean_cs
 from records import judge
-from tests.helpers import model_spec
+from records.bench import BenchMetrics, BenchPoint, PointParams
 from records.report import BenchmarkRow, EvalRow, Section, StepSummary, TargetRow
+from tests.helpers import model_spec
 
 
 @pytest.mark.parametrize("status, tiers, evals", [
@@ -159,9 +161,9 @@ def test_waivers_without_reason_are_ignored_with_a_note():
 
 
 def _decide(**kw):
-    base = dict(model_status="COMPLETE", steps=[], targets=[], evals=[EvalRow("t", "passed",
-                passed=True)], tests=Section(ran=False), stress_tests=Section(ran=False),
-                benchmarks_judged=True, evals_judged=True, known_issues=[])
+    base = {"model_status": "COMPLETE", "steps": [], "targets": [],
+            "evals": [EvalRow("t", "passed", passed=True)], "tests": Section(ran=False),
+            "stress_tests": Section(ran=False), "benchmarks_judged": True, "evals_judged": True, "known_issues": []}
     base.update(kw)
     return judge.decide(**base)
 
@@ -258,15 +260,26 @@ def _target_row(ttfts, tpots, users=4):
 
 
 def test_target_estimates_follow_the_point_formulas_and_need_eight_requests():
-    est = judge.target_estimates([100.0, 110.0, 90.0, 100.0] * 2, [50.0, 40.0, 60.0, 50.0] * 2, users=4)
+    ttfts, tpots = [100.0, 110.0, 90.0, 100.0] * 2, [50.0, 40.0, 60.0, 50.0] * 2
+    est = judge.target_estimates(ttfts, tpots, users=4)
     assert est["ttft_ms"].value == pytest.approx(100.0) and est["ttft_ms"].n == 8
     assert est["tput_user"].value == pytest.approx(20.0) and est["tput"].value == pytest.approx(80.0)
-    lo, hi = est["ttft_ms"].interval.low, est["ttft_ms"].interval.high
-    assert 90 <= lo < 100 < hi <= 110
+    ttft = est["ttft_ms"].interval
+    # an anytime-valid interval over rounds of the 4 users: centred on the mean, and wider than a fixed-n
+    # bootstrap of the same requests (the price of being valid at every round the adaptive stop looks at)
+    boot = bootstrap_ratio(ttfts, [1.0] * 8, iterations=judge.BOOTSTRAP_ITERATIONS)
+    assert ttft.low < boot.low < 100 < boot.high < ttft.high and (ttft.low + ttft.high) / 2 == pytest.approx(100.0)
+    assert ttft.method == judge.TARGET_CI_METHOD and "confidence sequence" in ttft.method
+    tpot = mean_cs(tpots, batch=4)      # t/s/u and decode throughput: the TPOT mean's interval mapped
     tu = est["tput_user"].interval
-    assert tu.low < 20.0 < tu.high and est["tput"].interval.low == pytest.approx(tu.low * 4)
+    assert (tu.low, tu.high) == pytest.approx((1000.0 / tpot.high, 1000.0 / tpot.low)) and tu.low < 20.0 < tu.high
+    assert est["tput"].interval.low == pytest.approx(tu.low * 4)
+    more = judge.target_estimates(ttfts * 4, tpots * 4, users=4)["ttft_ms"].interval   # 8 rounds: narrower
+    assert ttft.low < more.low < 100 < more.high < ttft.high
     few = judge.target_estimates([100.0] * 7, [50.0] * 7, users=1)
     assert few["ttft_ms"].interval is None and few["ttft_ms"].n == 7
+    one_round = judge.target_estimates([100.0] * 8, [50.0] * 8, users=8)   # one batch shows no spread between rounds
+    assert one_round["ttft_ms"].interval is None and one_round["tput_user"].interval is None
 
 
 @pytest.mark.parametrize("target, decision, result", [
@@ -275,13 +288,13 @@ def test_target_estimates_follow_the_point_formulas_and_need_eight_requests():
     (50.0, "fail", "FAIL"),             # the whole interval misses it
 ])
 def test_a_tier_target_is_decided_on_its_interval(target, decision, result):
-    row = _target_row([80.0, 120.0, 90.0, 110.0, 100.0, 95.0, 105.0, 100.0], [50.0] * 8)
+    row = _target_row([80.0, 120.0, 90.0, 110.0, 100.0, 95.0, 105.0, 100.0] * 4, [50.0] * 32)
     row.tiers = [judge.check_tier("complete", True, {"ttft_ms": target}, point(row.measured_ttft_ms, 20.0))]
     v = _decide(targets=[row])
     check = next(c for c in v.checks if c.category == "benchmarks")
-    assert check.name == f"ttft_ms {row.key} complete" and check.required and check.n == 8
+    assert check.name == f"ttft_ms {row.key} complete" and check.required and check.n == 32
     assert check.decision == decision and v.result == result
-    assert check.ci95 == row.ci95["ttft_ms"] and "bootstrap" in check.ci_method
+    assert check.ci95 == row.ci95["ttft_ms"] and "confidence sequence" in check.ci_method
     if decision == "fail":
         assert "95% CI" in v.blockers[0].detail and v.blockers[0].tier == "complete"
     if decision == "inconclusive":
@@ -326,3 +339,10 @@ def test_perf_tiers_caps_the_required_tiers_and_keeps_the_higher_ones_decided_an
     assert any("perf_tiers=functional" in n for n in capped.notes)
     assert _decide(targets=[row], perf_tiers="target").result == "FAIL"  # a cap above the status changes nothing
     assert _decide(targets=[row], perf_tiers="bogus").result == "FAIL"  # ignored, with a note
+
+
+def test_a_latency_interval_never_goes_below_zero():
+    """A few widely spread TTFTs at concurrency 4 give a confidence sequence wider than the mean: the
+    interval is cut at 0 (where a latency's mean can be), never shown as [-451, 2519] ms."""
+    est = judge.target_estimates([5.0, 3000.0, 10.0, 2900.0, 8.0, 3100.0, 4.0, 2800.0], [50.0] * 8, users=4)
+    assert est["ttft_ms"].interval is not None and est["ttft_ms"].interval.low == 0.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from contracts.intervals import bootstrap_ratio, quantile_interval
+from contracts.sequential import mean_cs
 from records import judge
 from records.media import MediaPoint
 from records.media_estimates import figure_estimates
@@ -28,10 +29,10 @@ def test_each_figure_gets_the_interval_its_definition_calls_for():
                             "latency_p95_ms": 1080.0})
     est = figure_estimates(point)
     assert {k: e.n for k, e in est.items()} == dict.fromkeys(est, 12)  # completed requests only
-    mean = bootstrap_ratio([ms / 1000 for ms in LATENCIES], [1.0] * 12, iterations=judge.BOOTSTRAP_ITERATIONS)
+    mean = mean_cs([ms / 1000 for ms in LATENCIES], batch=1)   # the point's concurrency 1: one request a round
     step = est["s_per_step"].interval
     assert (step.low, step.high) == pytest.approx((mean.low / 4, mean.high / 4))
-    assert step.low < est["s_per_step"].value < step.high and "bootstrap" in step.method
+    assert step.low < est["s_per_step"].value < step.high and "confidence sequence" in step.method
     p50 = quantile_interval(LATENCIES, 0.5)
     assert (est["latency_p50_ms"].interval.low, est["latency_p50_ms"].interval.high) == (p50.low, p50.high)
     assert est["latency_p95_ms"].interval is None  # 12 requests cannot bound a p95 from above

@@ -67,8 +67,9 @@ def test_the_script_runs_every_item_once_and_derives_each_modes_subset(tmp_path)
     assert value == pytest.approx(1 / 3) and stderr == pytest.approx((((2 * (2 / 3) ** 2 + 4 * (1 / 3) ** 2) / 5)
                                                                       ** 0.5) / 6 ** 0.5)
     assert measure.mean_and_stderr([1.0]) == (1.0, None)
-    entry = measure.score_entry(1.0, 0.0, 25, 25, "h", "first 25")
+    entry = measure.score_entry(1.0, 0.0, 25, 25, "h", "first 25", [1.0] * 25)
     assert entry["ci95"][0] < 0.9 and entry["ci95"][1] == 1.0  # a zero stderr gets the judge's Wilson interval
+    assert entry["items"] == [1.0] * 25  # each item's score, by doc_id: the served run is paired with them
 
 
 @pytest.mark.parametrize("args, message", [
