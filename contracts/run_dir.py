@@ -13,11 +13,12 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from contracts import REPO_ROOT
 
@@ -108,7 +109,7 @@ class Manifest:
     schema: str = MANIFEST_SCHEMA
 
     @classmethod
-    def read(cls, path: Path) -> "Manifest":
+    def read(cls, path: Path) -> Manifest:
         data = json.loads(Path(path).read_text())
         data["steps"] = [Step(**{**s, "status": StepStatus(s.get("status", "running"))})
                          for s in data.get("steps", [])]
@@ -127,8 +128,11 @@ class RunDirectory:
         self.manifest = manifest
         self._redact = redact or (lambda text: text)
         self._lock = threading.Lock()
+        # Steps may be open side by side (a release runs evals and tests at once, each ending in a thread
+        # of its own): every change to the manifest and every write of it happens under this lock.
+        self._manifest_lock = threading.RLock()
         self.path.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.path / "run.log", "a", encoding="utf-8")
+        self._log = open(self.path / "run.log", "a", encoding="utf-8")  # noqa: SIM115 - open until close()
         self.save()
 
     @property
@@ -168,11 +172,12 @@ class RunDirectory:
     # ------------------------------------------------------------------ manifest
 
     def save(self) -> None:
-        data = asdict(self.manifest)
-        text = self._redact(json.dumps(data, indent=2))
-        tmp = self.manifest_path.with_suffix(".json.tmp")
-        tmp.write_text(text + "\n")
-        os.replace(tmp, self.manifest_path)
+        with self._manifest_lock:
+            data = asdict(self.manifest)
+            text = self._redact(json.dumps(data, indent=2))
+            tmp = self.manifest_path.with_suffix(".json.tmp")
+            tmp.write_text(text + "\n")
+            os.replace(tmp, self.manifest_path)
 
     def write_json(self, name: str, data: Any) -> Path:
         """Write a JSON file into the run directory with secrets redacted."""
@@ -181,56 +186,59 @@ class RunDirectory:
         return path
 
     def start_step(self, name: str) -> Step:
-        step = self.manifest.step(name)
-        if step is None:
-            step = Step(name=name)
-            self.manifest.steps.append(step)
-        step.status, step.started, step.ended, step.duration_s, step.detail = (StepStatus.RUNNING, utc_now(),
-                                                                                None, None, "")
-        step._t0 = time.monotonic()  # type: ignore[attr-defined]
-        step._psi0 = cpu_pressure_us()  # type: ignore[attr-defined]
-        step.cpu_pressure = None
-        self.save()
-        return step
+        with self._manifest_lock:
+            step = self.manifest.step(name)
+            if step is None:
+                step = Step(name=name)
+                self.manifest.steps.append(step)
+            step.status, step.started, step.ended, step.duration_s, step.detail = (StepStatus.RUNNING, utc_now(),
+                                                                                    None, None, "")
+            step._t0 = time.monotonic()  # type: ignore[attr-defined]
+            step._psi0 = cpu_pressure_us()  # type: ignore[attr-defined]
+            step.cpu_pressure = None
+            self.save()
+            return step
 
     def end_step(self, step: Step, status: StepStatus, detail: str = "", outputs: list[str] | None = None) -> Step:
-        step.status, step.detail = StepStatus(status), detail
-        step.ended = utc_now()
-        t0 = getattr(step, "_t0", None)
-        step.duration_s = round(time.monotonic() - t0, 3) if t0 is not None else 0.0
-        psi0, psi1 = getattr(step, "_psi0", None), cpu_pressure_us()
-        if psi0 is not None and psi1 is not None and step.duration_s > 0:
-            step.cpu_pressure = round(min(1.0, max(0.0, (psi1 - psi0) / 1e6 / step.duration_s)), 3)
-        if outputs:
-            step.outputs = sorted(set(step.outputs) | set(outputs))
-        self.save()
-        return step
+        with self._manifest_lock:
+            step.status, step.detail = StepStatus(status), detail
+            step.ended = utc_now()
+            t0 = getattr(step, "_t0", None)
+            step.duration_s = round(time.monotonic() - t0, 3) if t0 is not None else 0.0
+            psi0, psi1 = getattr(step, "_psi0", None), cpu_pressure_us()
+            if psi0 is not None and psi1 is not None and step.duration_s > 0:
+                step.cpu_pressure = round(min(1.0, max(0.0, (psi1 - psi0) / 1e6 / step.duration_s)), 3)
+            if outputs:
+                step.outputs = sorted(set(step.outputs) | set(outputs))
+            self.save()
+            return step
 
     def record_step(self, name: str, status: StepStatus, detail: str = "") -> Step:
         """A step that did not run (skipped / not_run) still appears in the manifest."""
-        step = self.manifest.step(name) or Step(name=name)
-        if step not in self.manifest.steps:
-            self.manifest.steps.append(step)
-        step.status, step.detail = StepStatus(status), detail
-        self.save()
-        return step
+        with self._manifest_lock:
+            step = self.manifest.step(name) or Step(name=name)
+            if step not in self.manifest.steps:
+                self.manifest.steps.append(step)
+            step.status, step.detail = StepStatus(status), detail
+            self.save()
+            return step
 
     def finish(self, status: RunStatus) -> None:
-        self.manifest.status = RunStatus(status)
-        self.manifest.ended = utc_now()
-        for step in self.manifest.steps:
-            if step.status is StepStatus.RUNNING:  # interrupted mid-step
-                step.status, step.ended = StepStatus.FAILED, utc_now()
-                step.detail = step.detail or "interrupted"
-        self.save()
+        with self._manifest_lock:
+            self.manifest.status = RunStatus(status)
+            self.manifest.ended = utc_now()
+            for step in self.manifest.steps:
+                if step.status is StepStatus.RUNNING:  # interrupted mid-step
+                    step.status, step.ended = StepStatus.FAILED, utc_now()
+                    step.detail = step.detail or "interrupted"
+            self.save()
 
 
 def host_facts() -> dict[str, Any]:
     """CPU model, cores, total RAM, OS (with the kernel) and a digest of the CPU flags of this host
     (files only: cheap enough for every run); the run history's host fingerprint is made of them."""
-    import platform
-
     import hashlib
+    import platform
 
     cpu = flags = None
     try:

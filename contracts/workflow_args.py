@@ -23,9 +23,10 @@ from contracts.workflow_keys import (
     COMMON_ARGS,
     COMPARE_ARGS,
     DEPLOY_ARGS,
-    PERF_TIERS,
     EVAL_ARGS,
     EVAL_PASSTHROUGH,
+    PERF_TIERS,
+    RELEASE_ARGS,
     REPORT_ARGS,
     STRESS_ARGS,
     TEST_ARGS,
@@ -50,9 +51,21 @@ class WorkflowType(Enum):
     DEPLOY = "deploy"
 
 
-# Client workflows a release chains, in order (reports always last).
-RELEASE_SEQUENCE = (WorkflowType.EVALS, WorkflowType.BENCHMARKS, WorkflowType.TESTS,
-                    WorkflowType.STRESS_TESTS, WorkflowType.REPORTS)
+#: Client workflows that time nothing: what they judge does not depend on how busy the server or the
+#: host is (evals score answers, tests check API conformance), so they may share the server with each
+#: other. benchmarks and stress_tests measure latency and capacity: nothing may run beside them.
+TIMES_NOTHING = frozenset({WorkflowType.EVALS, WorkflowType.TESTS})
+#: Client workflows a release runs, as stages in order: a stage starts when the one before it has ended,
+#: and the workflows of one stage run side by side (``--workflow-args overlap=0``: one after another, in
+#: this order). Reports reads what the others wrote, so it is last and alone.
+RELEASE_STAGES: tuple[tuple[WorkflowType, ...], ...] = (
+    (WorkflowType.EVALS, WorkflowType.TESTS),
+    (WorkflowType.BENCHMARKS,),
+    (WorkflowType.STRESS_TESTS,),
+    (WorkflowType.REPORTS,),
+)
+#: The same workflows, flat, in the order their stages run.
+RELEASE_SEQUENCE = tuple(w for stage in RELEASE_STAGES for w in stage)
 # Workflows not implemented yet: run.py refuses them and a release reports them as not run.
 NOT_YET_AVAILABLE: dict[WorkflowType, str] = {}
 #: The keys each workflow owns, with their help (``contracts.workflow_keys``).
@@ -63,6 +76,7 @@ WORKFLOW_ARGS = {
     WorkflowType.STRESS_TESTS: STRESS_ARGS,
     WorkflowType.DEPLOY: DEPLOY_ARGS,
     WorkflowType.REPORTS: REPORT_ARGS,
+    WorkflowType.RELEASE: RELEASE_ARGS,
 }
 #: Workflows that hand keys they do not own to the tool they drive, and where those keys go.
 PASSTHROUGH: dict[WorkflowType, Passthrough] = {
@@ -86,13 +100,16 @@ def parse_workflow_args(text: str | None) -> dict[str, str]:
         key, sep, value = token.partition("=")
         if not sep or not key:
             raise WorkflowArgsError(f"--workflow-args entry {shown(token)} is not key=value")
+        if key.strip() in result:  # which one was meant? silently keeping the last would hide the slip
+            raise WorkflowArgsError(f"--workflow-args key {shown(key.strip())} is given twice "
+                                    f"({shown(result[key.strip()])}, then {shown(value)}); give it once")
         result[key.strip()] = value
     return result
 
 
 def accepted_keys(workflow: WorkflowType) -> frozenset[str]:
     if workflow is WorkflowType.RELEASE:
-        keys = set(COMMON_KEYS)
+        keys = set(COMMON_KEYS) | set(RELEASE_ARGS)
         for child in RELEASE_SEQUENCE:
             keys |= accepted_keys(child)
         return frozenset(keys)
@@ -102,10 +119,19 @@ def accepted_keys(workflow: WorkflowType) -> frozenset[str]:
 def own_keys(workflow: WorkflowType) -> frozenset[str]:
     """The keys ``workflow`` takes on the command line: its children's, plus the comparison and
     verdict keys (``COMPARE_ARGS``, ``VERDICT_ARGS``) when its run ends with a report; those reach
-    the reports step only."""
+    the reports step only. ``overlap`` (``RELEASE_ARGS``) too: a run of one client workflow has nothing
+    to overlap, but the key is the orchestrator's, never a generation kwarg or request field passed through."""
     if workflow in (WorkflowType.SERVER, WorkflowType.DEPLOY):
         return accepted_keys(workflow)
-    return accepted_keys(workflow) | frozenset(COMPARE_ARGS) | frozenset(VERDICT_ARGS)
+    return accepted_keys(workflow) | frozenset(COMPARE_ARGS) | frozenset(VERDICT_ARGS) | frozenset(RELEASE_ARGS)
+
+
+def overlap_enabled(args: dict[str, str], default: bool = True) -> bool:
+    """Whether a release runs the workflows of one stage side by side: ``overlap`` when given, else
+    ``default`` (the orchestrator's: on for an accelerator, off for a CPU engine, ``workflows.pipeline``)."""
+    if "overlap" not in args:
+        return default
+    return args["overlap"] not in ("0", "false")
 
 
 def passthrough_workflows(workflow: WorkflowType) -> tuple[WorkflowType, ...]:
@@ -152,7 +178,7 @@ def validate_workflow_args(workflow: WorkflowType, args: dict[str, str]) -> None
     if mode is not None and mode not in MODES:
         raise WorkflowArgsError(f"--workflow-args mode={shown(mode)} is not one of: {', '.join(MODES)}")
     for key, choices in (("on_regression", ("fail", "warn")), ("compare_hosts", ("same", "any")),
-                         ("perf_tiers", PERF_TIERS)):
+                         ("perf_tiers", PERF_TIERS), ("overlap", ("1", "0", "true", "false"))):
         if key in args and args[key] not in choices:
             raise WorkflowArgsError(f"--workflow-args {key}={shown(args[key])} is not one of: {', '.join(choices)}")
     if "regression_tolerance" in args:

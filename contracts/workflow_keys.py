@@ -120,12 +120,30 @@ DEPLOY_ARGS: Mapping[str, str] = {
     "storage_class": "storage class of the rendered weights claim",
 }
 
-#: The comparison with a baseline run (``--compare-to``): every workflow with a report takes them.
+#: The release's own keys: how it runs its children (none of them reaches a child).
+RELEASE_ARGS: Mapping[str, str] = {
+    "overlap": "1 | 0: run the workflows that time nothing (evals, tests) side by side against the server, "
+               "which saves their shorter one's wall time where the engine has room for both (default 1 on an "
+               "accelerator, 0 on a CPU engine: its requests already use every core, measured no faster); 0 runs "
+               "every client workflow alone, one after another: to read one client's output in run.log without "
+               "the other's lines between, or for a server that cannot take two clients at once",
+}
+
+#: What the report prices a token at (``reports.pricing``): only the reports step reads them.
+COST_ARGS: Mapping[str, str] = {
+    "hourly_cost": "price of the machine per hour, e.g. 2.50: the report gives every benchmark point and the "
+                   "SLO capacity a cost per million output tokens from the output throughput measured there",
+    "currency": "currency of hourly_cost, named in the report (default USD)",
+}
+
+#: The comparison with a baseline run (``--compare-to``), and the price a report costs tokens at
+#: (``COST_ARGS``): every workflow with a report takes them, and they reach its reports step only.
 COMPARE_ARGS: Mapping[str, str] = {
     "regression_tolerance": "relative change a regression must exceed to fail, e.g. 0.05 (default: the spec's "
                             "regression_tolerance, else 0.05)",
     "on_regression": "fail (default) | warn: what a regression beyond the tolerance does to the verdict",
     "compare_hosts": "same (default) | any: also compare with a run from a host with another fingerprint",
+    **COST_ARGS,
 }
 
 #: The performance tiers in order; ``perf_tiers`` names the highest one a run requires.

@@ -82,6 +82,20 @@ class EvalRecord(TypedRecord):
         "changed since the in-process measurement, too few items); null when there is no in-process score", None)
     serving_detail: str | None = described("what the served vs in-process comparison found, and what to look at "
                                            "when it failed", None)
+    disagreements: int | None = described(
+        "paired serving check: items (of samples) whose served score differs from the in-process engine's score "
+        "of the same item; null without per-item in-process scores", None)
+    disagreement_ci95: list[float] | None = described(
+        "anytime-valid 95% interval of the task's share of such items (a without-replacement confidence sequence "
+        "over the items scored so far); the serving check fails when it lies wholly above max_disagreement", None)
+    max_disagreement: float | None = described("share of items whose served score may differ from the in-process "
+                                               "one (near-ties another CPU's kernels flip)", None)
+    items_total: int | None = described("items in the task's whole set when known (the population the score's "
+                                        "interval is about; at samples == items_total the score is exact)", None)
+    looks: int | None = described("lm-eval passes whose items were judged: the task stopped after the look where "
+                                  "its checks were decided (evals.sequential_eval); 1 for a single fixed pass", None)
+    stopped: str | None = described("why scoring stopped: decided (every check decided), all_items (every item "
+                                    "scored), budget (the mode's item limit); null for a single fixed pass", None)
     ratio_to_reference: float | None = described("value / reference_score", None)
     ratio_to_published: float | None = described("value / published_score", None)
     passed: bool | None = described("decision is pass (true) or fail (false); null when inconclusive or when "

@@ -26,11 +26,12 @@ Rules (documented in the report legend too):
 * A manifest step with status ``failed`` blocks (the numbers after a crash are partial), unless
   it is a section whose own records show the failure (client workflows exit 1 when their own
   checks fail): then those records are judged item by item, so waivers and tiers apply.
-* Every target a tier sets is a check decided on its 95% interval (``tier_target_checks``: bootstrap
-  over the point's per-request records, ``target_estimates``): a required tier's target blocks only
+* Every target a tier sets is a check decided on its 95% interval (``tier_target_checks``: an
+  anytime-valid confidence sequence over the point's per-request records, ``target_estimates``): a required tier's target blocks only
   when its whole interval misses it; a target whose interval holds it (or a point with fewer than
   ``MIN_DECIDING_SAMPLES`` requests) is inconclusive. ``check_tier`` keeps the point-value view for
-  the benchmarks console table.
+  the benchmarks console table; in the report, ``settle_decisions`` then writes every check's final
+  decision into the tier it judges, so no renderer shows a point value's pass/fail beside it.
 * Media tier targets are decided the same way (``media_tier_checks``) on the figures' intervals from
   the point's per-request rows (``records.media_estimates``); in a smoke run an undecided media
   target is shown, not required.
@@ -56,10 +57,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from contracts.intervals import (FAIL, INCONCLUSIVE, Interval, bootstrap_ratio, decide as decide_interval,
-                                 decide_share)
-from records.bench import BenchPoint, format_classes
+from contracts.intervals import FAIL, INCONCLUSIVE, Interval, decide_share
+from contracts.intervals import decide as decide_interval
 from contracts.model_spec import ModelSpec, metric_higher_is_better, read_known_issues
+from contracts.sequential import mean_cs
+from records.bench import BenchPoint, format_classes
 from records.report import (
     TIERS,
     BenchmarkRow,
@@ -122,12 +124,14 @@ def measured_values(point: BenchPoint) -> dict[str, float | None]:
     return {"ttft_ms": m.mean_ttft_ms, "tput_user": m.tput_user, "tput": m.decode_throughput}
 
 
-#: A target is not decided on fewer per-request samples than this: a percentile bootstrap of a handful of
-#: requests is narrower than the truth (the comparison with a baseline run uses the same floor).
+#: A target is not decided on fewer per-request samples than this: the standard deviation of a handful of
+#: requests is too often far below the truth (the comparison with a baseline run uses the same floor).
 MIN_DECIDING_SAMPLES = 8
 BOOTSTRAP_ITERATIONS = 2000
-TARGET_CI_METHOD = ("percentile bootstrap over the point's completed requests (mean TTFT; t/s/u and decode "
-                    "throughput from the mean TPOT)")
+TARGET_CI_METHOD = ("anytime-valid asymptotic confidence sequence (normal mixture; Waudby-Smith et al. 2021) over "
+                    "batch means of the point's completed requests in request order, one batch per round of its "
+                    "concurrent users (mean TTFT; t/s/u and decode throughput from the mean TPOT): valid at "
+                    "every round the adaptive stop looks at")
 
 
 @dataclass(frozen=True)
@@ -145,12 +149,23 @@ def target_estimates(ttfts_ms: list[float], tpots_ms: list[float], users: int) -
 
     TTFT is the mean of the requests' TTFTs; t/s/u is 1000 / mean TPOT and decode throughput that
     times ``users`` (``records.bench.BenchMetrics``), so their intervals are the TPOT mean's interval
-    mapped through the same formulas. Bootstrap over requests, seeded: the same samples give the same
-    interval (the benchmark's adaptive stop and the report judge agree)."""
+    mapped through the same formulas.
+
+    The intervals are anytime-valid confidence sequences (``contracts.sequential.mean_cs``), not fixed-n
+    intervals: the benchmark's adaptive stop (``records.sampling.sampling_stop``) looks after every
+    round and stops at the first look that decides, and a fixed-n 95% interval looked at that often
+    decides wrongly far more than 5% of the time; a confidence sequence holds at every look at once
+    (tests/records/test_sequential_error_rates.py shows the error rates of the whole stop rule). The
+    values must come in request order: requests in flight together queue behind each other, so the
+    sequence is over means of batches of ``users`` consecutive requests (one round of the closed loop).
+    A deterministic function of the samples: the benchmark's adaptive stop and the report judge agree.
+    None with fewer than MIN_DECIDING_SAMPLES samples or fewer than 2 batches (``mean_cs``)."""
     def mean_interval(values: list[float]) -> Interval | None:
         if len(values) < MIN_DECIDING_SAMPLES:
             return None
-        return bootstrap_ratio(values, [1.0] * len(values), iterations=BOOTSTRAP_ITERATIONS)
+        interval = mean_cs(values, batch=max(1, int(users)))
+        # a latency's mean is never negative: cutting the interval to where the mean can be keeps its coverage
+        return None if interval is None else Interval(max(0.0, interval.low), interval.high, interval.method)
 
     ttft = mean_interval(ttfts_ms)
     tpot = mean_interval(tpots_ms)
@@ -365,10 +380,11 @@ def media_tier_checks(row: MediaRow, tier: MediaTierCheck, required: bool, error
 
 
 def media_checks(rows: Iterable[MediaRow], tiers: list[str], max_error_rate: float,
-                 smoke: bool = False) -> tuple[list[Check], list[Blocker]]:
+                 smoke: bool = False, settle: list | None = None) -> tuple[list[Check], list[Blocker]]:
     """Checks and blockers of media points: the error-rate rule of every point that ran (any status), and
     every tier target decided on its interval; a required perf-reference point not run, or a required
-    target whose whole interval misses it, blocks."""
+    target whose whole interval misses it, blocks. ``settle`` collects (tier, its checks, ran) for
+    ``settle_decisions``."""
     checks, out = [], []
     for row in rows:
         error_failed = False
@@ -382,6 +398,8 @@ def media_checks(rows: Iterable[MediaRow], tiers: list[str], max_error_rate: flo
             required = tier.tier in tiers
             decided = media_tier_checks(row, tier, required, error_failed, smoke)
             checks.extend(c for _, c, _ in decided)
+            if settle is not None:
+                settle.append((tier, decided, row.ran))
             if not required:
                 continue
             if not row.ran:
@@ -468,7 +486,7 @@ def tier_target_checks(row: TargetRow, tier: TierCheck, required: bool) -> list[
         out.append((key, Check(name=f"{key} {row.key} {tier.tier}", category="benchmarks", item=row.key,
                                required=required, value=measured[key], ci95=ci,
                                ci_method=row.ci_method if ci else None, n=n, target=target, decision=decision,
-                               detail=detail), missed))
+                               detail=detail, looks=row.rounds, stopped=row.stop_reason), missed))
     return out
 
 
@@ -493,6 +511,50 @@ def _tier_failure_detail(row: TargetRow, check: TierCheck, missed: set[str]) -> 
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
+
+
+def tier_decision(decisions: Iterable[str], ran: bool) -> str | None:
+    """One decision for a tier at a point from its target checks' decisions: fail beats undecided beats
+    waived beats pass (a tier passes only when every target it sets passed); None without targets."""
+    decisions = list(decisions)
+    if not decisions:
+        return None
+    if not ran:
+        return "not_run"
+    return next((d for d in (FAIL, INCONCLUSIVE, "waived") if d in decisions), "pass")
+
+
+def _passed(decision: str | None) -> bool | None:
+    return {"pass": True, FAIL: False}.get(decision or "")
+
+
+def settle_decisions(settled: Iterable[tuple[Any, list[tuple[str, Check, bool]], bool]],
+                     targets: Iterable[TargetRow], benchmarks: list[BenchmarkRow], error_checks: list[Check]) -> None:
+    """Write the verdict's final decisions (after waivers) into the tier records they judge.
+
+    Why: ``check_tier`` compares the point's values with the targets, and a value can pass a target its
+    95% interval cannot yet decide (507 ms against 500 is inconclusive, not a fail). A report that showed
+    that beside the check would say two things about one claim; after this every tier record carries the
+    check's decision (``<metric>_decision``, ``decision``, and ``passed``/``*_pass`` follow them), so every
+    renderer shows the judge's one decision. ``settled`` holds (tier record, its target checks, ran)."""
+    for tier, decided, ran in settled:
+        decisions = {key: check.decision for key, check, _ in decided}
+        tier.decision = tier_decision(decisions.values(), ran)
+        tier.passed = _passed(tier.decision)
+        if isinstance(tier, MediaTierCheck):
+            tier.decisions = decisions
+            continue
+        for key in TARGET_CHECKS:
+            setattr(tier, f"{key}_decision", decisions.get(key))
+            setattr(tier, f"{key.removesuffix('_ms')}_pass", _passed(decisions.get(key)))
+    by_file = {row.point_file: check for row, check in zip(benchmarks, error_checks) if row.point_file}
+    for row in targets:
+        error = by_file.get(row.point_file) if row.point_file else None
+        if error is None:
+            continue
+        row.error_rate_decision = error.decision
+        for tier in row.tiers:
+            tier.error_rate_pass = _passed(error.decision)
 
 
 def decide(
@@ -547,7 +609,10 @@ def decide(
     error_checks = benchmark_error_checks(benchmarks, max_error_rate)
     too_many_errors = [row for row, check in zip(benchmarks, error_checks) if check.decision == FAIL]
     media = list(media)
-    media_decided, media_raw = media_checks(media, tiers, max_error_rate, smoke=mode == "smoke")
+    settled: list[tuple[Any, list[tuple[str, Check, bool]], bool]] = []
+    media_settled: list[tuple[Any, list[tuple[str, Check, bool]], bool]] = []
+    media_decided, media_raw = media_checks(media, tiers, max_error_rate, smoke=mode == "smoke",
+                                            settle=media_settled)
     explained = _explained_sections(targets, evals, tests, stress_tests)
     if too_many_errors or any(b.tier is None for b in media_raw) or any(
             t.passed is False for r in media if r.ran for t in r.tiers):
@@ -574,6 +639,7 @@ def decide(
             for check in row.tiers:
                 decided = tier_target_checks(row, check, check.tier in tiers)
                 checks.extend(c for _, c, _ in decided)
+                settled.append((check, decided, row.ran))
                 if not row.ran and points_chosen:
                     for _, c, _ in decided:
                         c.decision, c.detail = "waived", f"not in this run: {points_chosen}"
@@ -588,6 +654,7 @@ def decide(
                 if detail is not None:
                     raw.append(Blocker("benchmarks", row.key, detail, check.tier))
         checks.extend(media_decided)
+        settled.extend(media_settled)
         raw.extend(media_raw)
         if points_chosen and any(not row.ran for row in targets):
             notes.append(f"perf-reference targets not judged: {points_chosen}")
@@ -642,6 +709,8 @@ def decide(
         as_blocker = Blocker(check.category, check.item, check.detail or "")
         if check.decision != "pass" and any(w.matches(as_blocker) for w in waivers):
             check.decision = "waived"
+    if benchmarks_judged:
+        settle_decisions(settled, targets, benchmarks, error_checks)
     undecided = [c for c in checks if c.required and c.decision == "inconclusive"]
     return Verdict(
         result="FAIL" if blockers else "INCONCLUSIVE" if undecided else "PASS",
@@ -732,11 +801,21 @@ def eval_check(ev: EvalRow) -> Check | None:
                                          + ", ".join(ev.condition_differences)]))
     return Check(name=f"accuracy {ev.task}", category="evals", item=ev.task, required=required,
                  value=ev.value, ci95=ev.ci95, ci_method=ev.ci_method, n=ev.samples, target=ev.target,
-                 decision=decision, detail=detail)
+                 decision=decision, detail=detail, looks=ev.looks, stopped=ev.stopped)
+
+
+#: How the paired serving check's interval is made (evals.sequential_eval).
+PAIRED_SERVING_METHOD = ("paired per item: the share of items whose served score differs from the in-process "
+                         "engine's score of the same item, an anytime-valid without-replacement confidence sequence "
+                         "(Waudby-Smith & Ramdas); fails when wholly above the allowed share")
 
 
 def serving_check_of(ev: EvalRow) -> Check | None:
     """The served vs in-process comparison of an eval row as a check (None without an in-process score).
+
+    Paired (the row has ``disagreements``): ``value`` is the share of items whose served score differs
+    from the in-process one and ``ci95`` its anytime-valid interval, against ``max_disagreement``.
+    Otherwise (an in-process score without per-item scores):
 
     ``value`` is the served score and ``ci95`` the in-process score's interval it must lie in. A fail
     is a serving bug (the row's status is then failed, which blocks). Inconclusive, when the two
@@ -745,6 +824,12 @@ def serving_check_of(ev: EvalRow) -> Check | None:
     (a ``limit``) or is a smoke run."""
     if ev.serving_decision is None:
         return None
+    if ev.disagreements is not None and ev.samples:
+        return Check(name=f"served vs in-process {ev.task}", category="evals", item=ev.task,
+                     required=ev.serving_decision != "inconclusive" or ev.mode != "smoke",
+                     value=round(ev.disagreements / ev.samples, 6), ci95=ev.disagreement_ci95,
+                     ci_method=PAIRED_SERVING_METHOD, n=ev.samples, target=ev.max_disagreement,
+                     decision=ev.serving_decision, detail=ev.serving_detail, looks=ev.looks, stopped=ev.stopped)
     required = ev.serving_decision != "inconclusive" or (
         ev.mode != "smoke" and ev.samples == ev.in_process_samples)
     return Check(name=f"served vs in-process {ev.task}", category="evals", item=ev.task, required=required,
@@ -776,7 +861,7 @@ def _eval_detail(ev: EvalRow) -> str:
 
 __all__ = ["TIERS", "STATUS_TIERS", "check_tier", "target_estimates", "target_decision", "tier_target_checks",
            "MIN_DECIDING_SAMPLES", "check_metric_tier", "media_target_decision", "media_tier_checks", "media_checks",
-           "decide", "eval_check",
+           "decide", "eval_check", "settle_decisions", "tier_decision",
            "serving_check_of",
            "judge_comparison",
            "required_tiers", "evals_required",

@@ -146,8 +146,17 @@ class BenchmarkRow(TypedRecord):
         "See BenchPoint.core_seconds_per_1k_output_tokens (null: n/a, cost_note says why).", None)
     joules_per_1k_output_tokens: float | None = described("See BenchPoint.joules_per_1k_output_tokens.", None)
     cost_note: str | None = described("See BenchPoint.cost_note.", None)
+    cost_per_1m_output_tokens: float | None = described(
+        "What a million output tokens cost on this machine at this point: hourly_cost / (output_throughput * "
+        "3600) * 1e6, in the report's pricing currency; null without --workflow-args hourly_cost or a measured "
+        "output throughput.", None)
     point_file: str | None = described("The point record, relative to the run directory.", None)
     requests_file: str | None = described("Per-request rows, relative to the run directory.", None)
+    ci95: dict[str, list[float]] = described(
+        "Metric (ttft_ms, tpot_ms, tput_user, decode_throughput) -> 95% interval [low, high] of the point's mean, "
+        "from its per-request records by the judge's estimate (records.judge.target_estimates, the intervals its "
+        "targets are decided on; tpot_ms is 1000 / the t/s/u interval); absent with fewer than 8 requests or no "
+        "per-request file.", factory=dict)
     ttft_dist: Distribution | None = described("Distribution of ttft over completed requests.", None,
                                                record=Distribution)
     tpot_dist: Distribution | None = described("Distribution of tpot over completed requests.", None,
@@ -178,16 +187,28 @@ class TierCheck(TypedRecord):
         "measured tput_user / target (higher is better; pass when >= 1).", None)
     tput_ratio: float | None = described(
         "measured decode_throughput / target tput (higher is better; pass when >= 1).", None)
-    ttft_pass: bool | None = described("TTFT target met; null when the tier sets none.", None)
-    tput_user_pass: bool | None = described("t/s/u target met; null when the tier sets none.", None)
-    tput_pass: bool | None = described("Decode throughput target met; null when the tier sets none.", None)
+    ttft_pass: bool | None = described("ttft_ms_decision is pass (true) or fail (false); null otherwise.", None)
+    tput_user_pass: bool | None = described("tput_user_decision is pass (true) or fail (false); null otherwise.",
+                                            None)
+    tput_pass: bool | None = described("tput_decision is pass (true) or fail (false); null otherwise.", None)
     passed: bool | None = described(
-        "measured / target. TTFT passes when the ratio is <= 1 (not slower than the target); t/s/u "
-        "and decode throughput pass when it is >= 1. A tier passes when every target it sets is met "
-        "and the point's error rate is within max_error_rate; a target without a measurement fails.",
+        "decision is pass (true) or fail (false); null when it is inconclusive, waived or not_run, or the tier "
+        "sets no target. Before the verdict (the benchmarks workflow's own table) it compares the point's values "
+        "with the targets: measured / target, TTFT passing at <= 1 and t/s/u and decode throughput at >= 1.",
         None)
     error_rate_pass: bool | None = described(
-        "The point's error rate is within the spec's max_error_rate; null when the point did not run.", None)
+        "The point's error-rate check (verdict check 'error_rate <point>') decided pass (true) or fail (false); "
+        "null when it is undecided or the point did not run.", None)
+    ttft_ms_decision: str | None = described(
+        "The verdict's decision of this tier's TTFT target (its check 'ttft_ms <point> <tier>', decided on the "
+        "95% interval): pass, fail, inconclusive or waived; null when the tier sets no TTFT target. Every "
+        "renderer shows this, never the point value against the target.", None)
+    tput_user_decision: str | None = described("As ttft_ms_decision, for the t/s/u target.", None)
+    tput_decision: str | None = described("As ttft_ms_decision, for the decode throughput target.", None)
+    decision: str | None = described(
+        "The tier at this point, from its target checks: fail when one fails, else inconclusive when one is "
+        "undecided, else waived when one was waived, else pass; not_run when the point did not run; null when the "
+        "tier sets no target or benchmarks were not judged.", None)
     missing: list[str] = described(
         "Targets set for this tier that the point has no measurement for (each fails the tier).", factory=list)
     unchecked: list[str] = described("Targets this tier does not set (not checked).", factory=list)
@@ -211,6 +232,15 @@ class TargetRow(TypedRecord):
     samples: dict[str, int] = described("Target metric -> requests behind its value (TPOT needs more than one "
                                         "output token).", factory=dict)
     ci_method: str | None = described("How ci95 was made.", None)
+    point_file: str | None = described("The point record judged against this entry, relative to the run "
+                                       "directory (null: not run).", None)
+    error_rate_decision: str | None = described(
+        "The verdict's decision of that point's error-rate check ('error_rate <point>'); null when not judged.",
+        None)
+    rounds: int | None = described("Rounds of requests the adaptive point sent (its looks at the samples); null "
+                                   "for a point without adaptive sampling.", None)
+    stop_reason: str | None = described("Why the adaptive point stopped sending (records/bench.py STOP_REASONS).",
+                                        None)
     tiers: list[TierCheck] = described(
         "functional, complete and target tiers from the model's perf reference; the model status "
         "decides which are required: EXPERIMENTAL none, FUNCTIONAL functional, COMPLETE "
@@ -231,8 +261,14 @@ class MediaTierCheck(TypedRecord):
                                           "*_ms, s_per_step, rtf; the others higher-is-better).", factory=list)
     missing: list[str] = described("Targets set but not measured (they fail).", factory=list)
     error_rate_pass: bool | None = described("The point's error rate is within max_error_rate.", None)
-    passed: bool | None = described("All targets met and errors within the allowance; null when no target "
-                                    "is set or the point did not run.", None)
+    passed: bool | None = described("decision is pass (true) or fail (false); null otherwise. Before the verdict: "
+                                    "all targets met by the point's figures and errors within the allowance.",
+                                    None)
+    decisions: dict[str, str] = described(
+        "Metric -> the verdict's decision of its target (check '<metric> <point> <tier>', decided on the 95% "
+        "interval): pass, fail, inconclusive or waived.", factory=dict)
+    decision: str | None = described("The tier at this point from its target checks (as TierCheck.decision).",
+                                     None)
 
 
 @dataclass
@@ -259,8 +295,9 @@ class MediaRow(TypedRecord):
     params: dict = described("Workload parameters of the point (num_inference_steps, batch_items ...).",
                              factory=dict)
     ci95: dict[str, list[float]] = described(
-        "Figure -> 95% interval [low, high] from the point's per-request rows (records/media_estimates.py: a "
-        "bootstrap over the completed requests for means and throughputs, order statistics for latency "
+        "Figure -> 95% interval [low, high] from the point's per-request rows (records/media_estimates.py: an "
+        "anytime-valid confidence sequence for mean figures, a bootstrap over the completed requests for "
+        "throughputs, order statistics for latency "
         "percentiles; the method per figure in ci_methods); absent with fewer than 8 completed requests or "
         "without the rows a figure needs, and then its target checks are inconclusive.", factory=dict)
     samples: dict[str, int] = described("Figure -> completed requests behind its value and interval.",
@@ -324,6 +361,14 @@ class EvalRow(TypedRecord):
         "Served vs in-process: pass inside the in-process interval, fail (serving bug: tokenisation, chat "
         "template, logprobs) outside it, inconclusive when they cannot be compared.", None)
     serving_detail: str | None = described("What the served vs in-process comparison found.", None)
+    disagreements: int | None = described("Items whose served score differs from the in-process score of the "
+                                           "same item (paired serving check).", None)
+    disagreement_ci95: list[float] | None = described("Anytime-valid 95% interval of the share of such items.",
+                                                      None)
+    max_disagreement: float | None = described("Allowed share of such items.", None)
+    items_total: int | None = described("Items in the task's whole set, when known.", None)
+    looks: int | None = described("Looks (lm-eval passes) behind the decision.", None)
+    stopped: str | None = described("Why scoring stopped: decided, all_items or budget.", None)
     ratio_to_reference: float | None = described("score / reference score.", None)
     ratio_to_published: float | None = described("score / published score.", None)
     passed: bool | None = described("decision is pass (true) or fail (false); null otherwise.", None)
@@ -397,8 +442,10 @@ class Check(TypedRecord):
     value: float | None = described("The measured value: a target metric's mean or figure, a rate (error rate, "
                                     "batch divergence, goodput) as a share, a drift in %, a score.", None)
     ci95: list[float] | None = described(
-        "95% interval of the value [low, high]; ci_method says which: a percentile bootstrap over the point's "
-        "per-request records (LLM and media target means and throughputs), an order-statistic interval "
+        "95% interval of the value [low, high]; ci_method says which: an anytime-valid confidence sequence over the "
+        "point's per-request records (LLM target means, media mean figures), a percentile bootstrap (media "
+        "throughputs), an anytime-valid without-replacement confidence sequence (sequential eval scores and the "
+        "paired served vs in-process share), an order-statistic interval "
         "(latency percentiles, endurance drift of a percentile), a Wilson score interval (error rates, batch divergence, "
         "capacity goodput), lm-eval's stderr (eval scores), a Student t interval of a slope (memory growth). "
         "Null with too few samples, or for a pass/fail check that has no number.", None)
@@ -415,6 +462,12 @@ class Check(TypedRecord):
         "bad item fails, none passes. A pass/fail check without a number takes its record's outcome.",
         "inconclusive")
     detail: str | None = described("Why it is not required, what it missed, or what would decide it.", None)
+    looks: int | None = described("How many times the samples were looked at before the stop (rounds of a "
+                                  "benchmark point, lm-eval passes of an eval task); the interval is anytime-valid "
+                                  "where ci_method says so, so looking did not inflate the error rate.", None)
+    stopped: str | None = described("Why sampling stopped: decided (every check it feeds was decided), budget "
+                                    "(its sample or time budget ended first), all_items (an eval's whole set was "
+                                    "scored), or the benchmark stop reasons (records/bench.py STOP_REASONS).", None)
 
 
 @dataclass
@@ -499,6 +552,27 @@ class Comparison(TypedRecord):
     notes: list[str] = described("What could not be compared, and why.", factory=list)
 
 
+@dataclass
+class Pricing(TypedRecord):
+    """The machine's price (``--workflow-args hourly_cost= currency=``) and what a token costs at it.
+
+    Computed by the report from the run's own records (``reports.pricing``), so no client needs the price:
+    a finished run can be priced again by rebuilding its report with another hourly_cost."""
+
+    hourly_cost: float = described("Price of the machine per hour (--workflow-args hourly_cost).")
+    currency: str = described("Currency of the price (--workflow-args currency, default USD).", "USD")
+    formula: str = described("How a cost per output token is made.",
+                             "hourly_cost / (output tokens per second * 3600) * 1e6 per million output tokens")
+    capacity_metric: str | None = described("What the SLO capacity search varied: concurrency or rate (req/s).",
+                                            None)
+    capacity_level: float | None = described("The capacity the SLO search found, in capacity_metric.", None)
+    capacity_output_tok_s: float | None = described(
+        "Output tokens per second at the capacity level: completed requests * osl / the level's seconds (each "
+        "request asks for exactly osl tokens).", None)
+    capacity_cost_per_1m_output_tokens: float | None = described(
+        "What a million output tokens cost when the machine serves at its capacity.", None)
+
+
 def _not_run() -> Section:
     return Section(ran=False)
 
@@ -523,6 +597,8 @@ class ReportRecord(TypedRecord):
     comparison: Comparison | None = described(
         "This run against a baseline run (--compare-to; a release compares with the last run of the same spec "
         "and host by default).", None, record=Comparison)
+    pricing: Pricing | None = described("The machine's price and the cost of a token at capacity (--workflow-args "
+                                        "hourly_cost); null when the run gave no price.", None, record=Pricing)
 
     @property
     def schema(self) -> str:

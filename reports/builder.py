@@ -24,6 +24,7 @@ from records.server_tests import TestsRecord
 from records.stress import CapacityRecord, StressRecord
 from reports.distributions import from_metrics, from_requests, request_values
 from reports.media_section import is_media_reference, read_media
+from reports.pricing import price
 from reports.section_tables import conformance_tables, stress_tables
 from reports.timelines import point_timeline, stress_timelines
 from records.report import (
@@ -170,11 +171,16 @@ def _passthrough(cli_args: dict) -> dict[str, list[str]]:
 def _metadata(manifest: dict, spec: ModelSpec, cli_args: dict, steps: list[StepSummary]) -> Metadata:
     started, ended = manifest.get("started"), manifest.get("ended")
     t0, t1 = _parse_time(started), _parse_time(ended)
+    # Still running (the reports step is part of the run): up to the end of the last finished step, so a
+    # rebuild gives the same number instead of "now - started". Not the sum of the steps' durations:
+    # steps may overlap (a release runs evals and tests side by side).
+    ends = [_parse_time(step.get("ended")) for step in manifest.get("steps") or [] if isinstance(step, dict)]
+    ends = [t for t in ends if t is not None and t0 is not None and (t.tzinfo is None) == (t0.tzinfo is None)]
     if t0 and t1:
         duration = round((t1 - t0).total_seconds(), 1)
+    elif t0 and ends:
+        duration = round((max(ends) - t0).total_seconds(), 1)
     else:
-        # Still running (the reports step is part of the run): sum the finished steps so a
-        # rebuild gives the same number instead of "now - started".
         done = [s.duration_s for s in steps if s.duration_s is not None]
         duration = round(sum(done), 1) if done else None
     return Metadata(
@@ -225,8 +231,10 @@ def _benchmark_row(run_dir: Path, path: Path, rec: BenchPoint) -> BenchmarkRow:
         sibling = path.with_name(path.stem + ".requests.jsonl")
         req_path = sibling if sibling.is_file() else None
     ttft_dist = tpot_dist = None
+    ci95: dict[str, list[float]] = {}
     if req_path is not None and req_path.is_file():
         ttft_dist, tpot_dist = from_requests(req_path)
+        ci95 = _point_intervals(req_path, point.users)
     metrics = m.to_dict()
     ttft_dist = ttft_dist or from_metrics(metrics, "ttft")
     tpot_dist = tpot_dist or from_metrics(metrics, "tpot")
@@ -245,10 +253,25 @@ def _benchmark_row(run_dir: Path, path: Path, rec: BenchPoint) -> BenchmarkRow:
         core_seconds_per_1k_output_tokens=_num(rec.core_seconds_per_1k_output_tokens),
         joules_per_1k_output_tokens=_num(rec.joules_per_1k_output_tokens), cost_note=rec.cost_note,
         point_file=path.relative_to(run_dir).as_posix(),
-        requests_file=req_path.relative_to(run_dir.resolve()).as_posix() if req_path else None,
+        requests_file=req_path.relative_to(run_dir.resolve()).as_posix() if req_path else None, ci95=ci95,
         ttft_dist=ttft_dist, tpot_dist=tpot_dist,
         timeline=point_timeline(path.stem, rec, req_path) if rec.tool == "tt-bench" else None,
     )
+
+
+def _point_intervals(req_path: Path, users: int) -> dict[str, list[float]]:
+    """95% intervals of a point's means from its per-request file (``judge.target_estimates``: the intervals
+    its targets are decided on), for the throughput-latency plot's error bars."""
+    values = request_values(req_path)
+    if values is None:
+        return {}
+    est = judge.target_estimates(values[0], values[1], users)
+    out = {name: est[key].interval.as_list() for name, key in (("ttft_ms", "ttft_ms"), ("tput_user", "tput_user"),
+                                                               ("decode_throughput", "tput"))
+           if est[key].interval is not None}
+    if "tput_user" in out and out["tput_user"][0] > 0:
+        out["tpot_ms"] = [round(1000.0 / out["tput_user"][1], 6), round(1000.0 / out["tput_user"][0], 6)]
+    return out
 
 
 PointKey = tuple[int, int, int, int]
@@ -310,13 +333,16 @@ def _targets(spec: ModelSpec, rows: list[BenchmarkRow], points: dict[PointKey, B
         if targets is None and point is not None:
             targets = point.targets  # the spec entry has none: the ones the point ran with
         row = TargetRow(key=point_key(isl, osl, con), isl=isl, osl=osl, max_concurrency=con,
-                        num_prompts=n, ran=point is not None)
+                        num_prompts=n, ran=point is not None,
+                        point_file=row_point.point_file if row_point is not None else None)
         if point is not None:
             measured = judge.measured_values(point)
             row.measured_ttft_ms = measured["ttft_ms"]
             row.measured_tput_user = measured["tput_user"]
             row.measured_tput = measured["tput"]
             _target_intervals(run_dir, row, point)
+            if point.sampling is not None:
+                row.rounds, row.stop_reason = point.sampling.rounds, point.sampling.stop_reason or None
         for tier in TIERS:
             tier_targets = (targets or {}).get(tier)
             if not isinstance(tier_targets, dict):
@@ -349,6 +375,9 @@ def _read_evals(run_dir: Path, problems: list[str]) -> list[EvalRow]:
             in_process_score=_num(r.in_process_score), in_process_ci95=_interval(r.in_process_ci95),
             in_process_samples=_int(r.in_process_samples), in_process_source=_str(r.in_process_source),
             serving_decision=_str(r.serving_decision), serving_detail=_str(r.serving_detail),
+            disagreements=_int(r.disagreements), disagreement_ci95=_interval(r.disagreement_ci95),
+            max_disagreement=_num(r.max_disagreement), items_total=_int(r.items_total), looks=_int(r.looks),
+            stopped=_str(r.stopped),
             ratio_to_reference=_num(r.ratio_to_reference), ratio_to_published=_num(r.ratio_to_published),
             passed=r.passed if isinstance(r.passed, bool) else None,
             error=_str(r.error), record_file=rel))
@@ -448,10 +477,13 @@ def load_inputs(run_dir: Path, model_spec_json: Path | None = None) -> tuple[dic
 
 
 def build_report(run_dir: Path, model_spec_json: Path | None = None,
-                 compare: Callable[[ReportRecord], Comparison | None] | None = None) -> ReportRecord:
+                 compare: Callable[[ReportRecord], Comparison | None] | None = None,
+                 workflow_args: dict[str, Any] | None = None) -> ReportRecord:
     """The run's report. ``compare``, when given, is called with the record before its verdict is
     decided and returns the comparison with a baseline run (``reports.comparison``), which the one
-    judge then gates on; it is the only part of a report read from outside ``run_dir``."""
+    judge then gates on; it is the only part of a report read from outside ``run_dir``.
+    ``workflow_args`` are the reports step's own (a rebuild may price the run anew: ``reports.pricing``);
+    the run's cli_args.json gives what they do not."""
     run_dir = Path(run_dir)
     manifest, spec, cli_args = load_inputs(run_dir, model_spec_json)
     steps = _steps(manifest)
@@ -489,12 +521,15 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
         verdict=Verdict(result="INCONCLUSIVE"), benchmarks=benchmarks, targets=targets, evals=evals, media=media,
         tests=tests, stress_tests=stress, sections_not_run=not_run)
     record.comparison = compare(record) if compare is not None else None
+    price_note = price(record, {"hourly_cost": _workflow_arg(cli_args, "hourly_cost"),
+                                "currency": _workflow_arg(cli_args, "currency"), **(workflow_args or {})},
+                       stress_records.get("capacity_record.json"))
     record.verdict = judge.decide(
         model_status=spec.status.name, steps=steps, targets=targets, evals=evals,
         tests=tests, stress_tests=stress, benchmarks_judged=judged["benchmarks"],
         evals_judged=judged["evals"], known_issues=[dataclasses.asdict(k) for k in spec.known_issues],
         record_problems=problems, benchmarks=benchmarks, max_error_rate=allowed_error_rate,
-        notes=[allowance_note] if allowance_note else [], media=media, comparison=record.comparison,
+        notes=[n for n in (allowance_note, price_note) if n], media=media, comparison=record.comparison,
         points_chosen=_points_chosen(workflow, cli_args), mode=_run_mode(cli_args),
         perf_tiers=_workflow_arg(cli_args, "perf_tiers"),
         section_checks=section_checks(test_records.get("tests_record.json"), stress_records.get("stress_record.json"),

@@ -9,13 +9,13 @@ from __future__ import annotations
 from html import escape
 
 from records.report import Comparison, ComparisonMetric
-from reports import plots
+from reports import plots, units
 from reports.views import Column, num
 
 COMPARISON_COLUMNS: list[Column] = [
     ("Metric", lambda m: m.name),
-    ("Baseline", lambda m: num(m.baseline, 2)),
-    ("Value", lambda m: num(m.value, 2)),
+    ("Baseline", lambda m: units.number(m.baseline, units.unit_of(m.name.split()[-1]), suffix=True)),
+    ("Value", lambda m: units.number(m.value, units.unit_of(m.name.split()[-1]), suffix=True)),
     ("Ratio [95% CI]", lambda m: "n/a" if m.ratio is None else (
         f"{m.ratio:.3f}" + (f" [{m.ci95[0]:.3f}, {m.ci95[1]:.3f}]" if m.ci95 else " (no interval)"))),
     ("n / baseline n", lambda m: f"{num(m.n)} / {num(m.baseline_n)}"),

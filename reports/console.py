@@ -29,9 +29,9 @@ def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
 
 
 def _style(cell: str) -> str:
-    if cell.startswith(("FAIL", "ERROR", "NOT RUN", "NO")):
+    if cell.startswith(("FAIL", "ERROR", "NOT RUN", "NO")) or cell.endswith(": FAIL"):
         return f"[bold red]{escape(cell)}[/]"
-    if cell.startswith("PASS"):
+    if cell.startswith("PASS") or cell.endswith(": PASS"):
         return f"[green]{escape(cell)}[/]"
     return escape(cell)
 
@@ -59,10 +59,13 @@ def print_summary(record: ReportRecord, file: TextIO | None = None, width: int =
                           if k in ("Model", "Device", "Implementation", "Engine", "Status",
                                    "Run id", "Workflow", "Duration (s)", "Docker image")]))
     if record.benchmarks:
-        console.print(_table("Benchmarks", [h for h, _ in views.BENCHMARK_COLUMNS],
-                             [views.cells(views.BENCHMARK_COLUMNS, r) for r in record.benchmarks]))
+        columns = views.benchmark_columns(record)
+        console.print(_table("Benchmarks", [h for h, _ in columns],
+                             [views.cells(columns, r) for r in record.benchmarks]))
     elif not record.media:
         console.print(escape(f"Benchmarks: not run ({reasons.get('benchmarks', 'no records')})"))
+    if views.pricing_line(record):
+        console.print(escape(views.pricing_line(record)), soft_wrap=True)
     for media in media_tables(record):
         console.print(_table(f"Media benchmarks: {media.title}", media.headers[:-1], [r[:-1] for r in media.rows]))
     if record.targets:
@@ -70,8 +73,7 @@ def print_summary(record: ReportRecord, file: TextIO | None = None, width: int =
         console.print(_table("Performance targets", [h for h, _ in cols],
                              [views.cells(cols, r) for r in record.targets]))
     if record.evals:
-        console.print(_table("Accuracy (evals)", [h for h, _ in views.EVAL_COLUMNS],
-                             [views.cells(views.EVAL_COLUMNS, e) for e in record.evals]))
+        console.print(_table("Accuracy (evals)", [h for h, _ in views.EVAL_COLUMNS], views.eval_rows(record)))
     else:
         console.print(escape(f"Evals: not run ({reasons.get('evals', 'no records')})"))
     _section(console, "Tests", record.tests, reasons.get("tests"))

@@ -1,8 +1,10 @@
 """``summary.csv``: one flat table for spreadsheets and dashboards.
 
-One row per benchmark point, per eval task, per test/stress record, and a final verdict row.
-A ``section`` column says which; columns that do not apply to a row are left empty, so the
-file loads into any tool without knowing the report schema.
+One row per benchmark point, per eval task, per test/stress record, one ``check`` row per number the
+verdict decided (its value, 95% interval, n, target and decision), and a final verdict row. A
+``section`` column says which; columns that do not apply to a row are left empty, so the file loads
+into any tool without knowing the report schema. A tier's ``<tier>_result`` is the verdict's decision of
+that tier at the point (``TierCheck.decision``), the same word every other renderer shows.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ FIELDS = [
     "section", "item", "model_id", "device", "run_id",
     "isl", "osl", "max_concurrency", "num_prompts", "completed", "failed", "failure_classes",
     "mean_ttft_ms", "mean_tpot_ms", "tput_user", "decode_throughput", "prefill_throughput",
-    "mean_e2el_ms", "request_throughput",
+    "mean_e2el_ms", "request_throughput", "output_throughput", "cost_per_1m_output_tokens", "currency",
     *(f"{t}_result" for t in TIERS),
     "metric", "value", "ci95_low", "ci95_high", "n", "target", "reference_score", "ratio_to_reference",
     "published_score", "ratio_to_published", "result", "detail", "figures",
@@ -33,11 +35,37 @@ def _f(value: float | int | None, digits: int = 3) -> str:
     return str(value) if isinstance(value, int) else f"{value:.{digits}f}"
 
 
-def render_csv(record: ReportRecord) -> str:
-    m = record.metadata
-    base = {"model_id": m.model_id, "device": m.device or "", "run_id": m.run_id}
-    targets = {t.key: t for t in record.targets}
-    rows: list[dict[str, str]] = []
+def _decision(decision: str | None, passed: bool | None) -> str:
+    """A tier's decision as every renderer words it (views.decision_text), '' when there is none."""
+    if decision is None and passed is None:
+        return ""
+    return decision.replace("_", " ").upper() if decision else _b(passed)
+
+
+def _check_rows(record: ReportRecord, base: dict) -> list[dict]:
+    """One row per verdict check: the claim (item = the check's name), its numbers and its decision."""
+    return [{**base, "section": "check", "item": c.name, "metric": c.name.split()[0], "value": _f(c.value, 6),
+             "ci95_low": _f(c.ci95[0], 6) if c.ci95 else "", "ci95_high": _f(c.ci95[1], 6) if c.ci95 else "",
+             "n": _f(c.n), "target": _f(c.target, 6), "result": c.decision.replace("_", " ").upper(),
+             "detail": c.detail or ""} for c in record.verdict.checks]
+
+
+def _pricing_rows(record: ReportRecord, base: dict) -> list[dict]:
+    """The price and the cost of a million output tokens at the SLO capacity (none without a price)."""
+    p = record.pricing
+    if p is None:
+        return []
+    level = "n/a" if p.capacity_level is None else f"{p.capacity_metric} {p.capacity_level:g}"
+    return [{**base, "section": "pricing", "item": "capacity", "metric": "cost_per_1m_output_tokens",
+             "value": _f(p.capacity_cost_per_1m_output_tokens, 4), "output_throughput": _f(p.capacity_output_tok_s),
+             "cost_per_1m_output_tokens": _f(p.capacity_cost_per_1m_output_tokens, 4), "currency": p.currency,
+             "detail": f"hourly_cost {p.hourly_cost:g} {p.currency}; capacity {level}; {p.formula}"}]
+
+
+def _benchmark_rows(record: ReportRecord, base: dict) -> list[dict]:
+    """One row per benchmark point, with the verdict's decision of each tier at the point it judged."""
+    targets = {t.point_file or t.key: t for t in record.targets}
+    rows = []
     for r in record.benchmarks:
         row = {**base, "section": "benchmark", "item": r.key, "isl": r.isl, "osl": r.osl,
                "max_concurrency": r.max_concurrency, "num_prompts": r.num_prompts,
@@ -46,12 +74,22 @@ def render_csv(record: ReportRecord) -> str:
                "mean_ttft_ms": _f(r.mean_ttft_ms), "mean_tpot_ms": _f(r.mean_tpot_ms),
                "tput_user": _f(r.tput_user), "decode_throughput": _f(r.decode_throughput),
                "prefill_throughput": _f(r.prefill_throughput),
-               "mean_e2el_ms": _f(r.mean_e2el_ms), "request_throughput": _f(r.request_throughput)}
-        target = targets.get(r.key)
+               "mean_e2el_ms": _f(r.mean_e2el_ms), "request_throughput": _f(r.request_throughput),
+               "output_throughput": _f(r.output_throughput),
+               "cost_per_1m_output_tokens": _f(r.cost_per_1m_output_tokens, 4),
+               "currency": record.pricing.currency if record.pricing else ""}
+        target = targets.get(r.point_file or r.key)
         if target is not None:
             for check in target.tiers:
-                row[f"{check.tier}_result"] = _b(check.passed)
+                row[f"{check.tier}_result"] = _decision(check.decision, check.passed)
         rows.append(row)
+    return rows
+
+
+def render_csv(record: ReportRecord) -> str:
+    m = record.metadata
+    base = {"model_id": m.model_id, "device": m.device or "", "run_id": m.run_id}
+    rows: list[dict[str, str]] = _benchmark_rows(record, base)
     ran = {r.key for r in record.benchmarks}
     for t in record.targets:
         if t.key not in ran:
@@ -65,8 +103,9 @@ def render_csv(record: ReportRecord) -> str:
                "figures": "; ".join(f"{k}={_f(v, 6)}" for k, v in sorted(r.figures.items())),
                "result": "" if r.ran else "NOT RUN"}
         for check in r.tiers:
-            row[f"{check.tier}_result"] = _b(check.passed)
+            row[f"{check.tier}_result"] = _decision(check.decision, check.passed)
         rows.append(row)
+    decided = {c.name: c.decision for c in record.verdict.checks}
     for e in record.evals:
         rows.append({**base, "section": "eval", "item": e.task, "metric": e.metric or "",
                      "value": _f(e.value, 4), "ci95_low": _f(e.ci95[0], 4) if e.ci95 else "",
@@ -75,7 +114,8 @@ def render_csv(record: ReportRecord) -> str:
                      "ratio_to_reference": _f(e.ratio_to_reference),
                      "published_score": _f(e.published_score, 4),
                      "ratio_to_published": _f(e.ratio_to_published),
-                     "result": "ERROR" if e.status == "error" else (e.decision or "").upper() or _b(e.passed),
+                     "result": "ERROR" if e.status == "error" else _decision(
+                         decided.get(f"accuracy {e.task}", e.decision), e.passed),
                      "detail": e.error or ""})
     for name, section in (("test", record.tests), ("stress_test", record.stress_tests)):
         for i in section.items:
@@ -85,6 +125,7 @@ def render_csv(record: ReportRecord) -> str:
     for s in record.sections_not_run:
         rows.append({**base, "section": s.section, "item": "*", "result": "NOT RUN",
                      "detail": s.reason})
+    rows += _check_rows(record, base) + _pricing_rows(record, base)
     v = record.verdict
     rows.append({**base, "section": "verdict", "item": v.model_status or "", "result": v.result,
                  "detail": "; ".join([f"[{b.category}] {b.item}: {b.detail}" for b in v.blockers]

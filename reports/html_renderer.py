@@ -28,9 +28,9 @@ def _env() -> Environment:
 
 
 def _cls(cell: str) -> str:
-    if cell.startswith(("FAIL", "ERROR", "NOT RUN", "NO")):
+    if cell.startswith(("FAIL", "ERROR", "NOT RUN", "NO")) or cell.endswith(": FAIL"):
         return "bad"
-    if cell.startswith("PASS"):
+    if cell.startswith("PASS") or cell.endswith(": PASS"):
         return "good"
     return ""
 
@@ -56,9 +56,11 @@ def render_html(record: ReportRecord) -> str:
         "title": f"{m.model_name or m.model_id} on {m.device or 'unknown device'}",
         "verdict_line": views.verdict_line(record),
         "metadata": views.metadata_rows(record),
-        "bench": _table(views.BENCHMARK_COLUMNS, record.benchmarks),
+        "bench": _table(views.benchmark_columns(record), record.benchmarks),
+        "pricing": views.pricing_line(record),
         "targets": _table(views.TIER_COLUMNS, views.tier_rows(record)),
-        "evals": _table(views.EVAL_COLUMNS, record.evals),
+        "evals": {"headers": [h for h, _ in views.EVAL_COLUMNS],
+                  "rows": [[(c, _cls(c)) for c in row] for row in views.eval_rows(record)]},
         "checks": _table(views.CHECK_COLUMNS, record.verdict.checks),
         "media": [{"kind": t.kind, "title": t.title,
                    "table": {"headers": t.headers, "rows": [[(c, _cls(c)) for c in row] for row in t.rows]},

@@ -6,7 +6,7 @@ the label each row goes by in the tables, so a definition is written once, on it
 """
 from __future__ import annotations
 
-from records.bench import BenchMetrics, PointParams
+from records.bench import BenchMetrics, PointParams, PointSampling
 from records.report import Check, Comparison, ComparisonMetric, EvalRow, TargetRow, TierCheck, Verdict, Waived
 
 #: (label shown in the report, record, field); the label is the table header where there is one.
@@ -14,7 +14,9 @@ ROWS: list[tuple[str, type, str]] = [
     ("ISL", PointParams, "isl"),
     ("OSL", PointParams, "osl"),
     ("Concurrency", PointParams, "max_concurrency"),
-    ("N", PointParams, "num_prompts"),
+    ("Completed", BenchMetrics, "completed"),
+    ("Failed", BenchMetrics, "failed"),
+    ("Planned", PointSampling, "min_requests"),
     ("TTFT (ms)", BenchMetrics, "mean_ttft_ms"),
     ("TPOT (ms)", BenchMetrics, "mean_tpot_ms"),
     ("ITL (ms)", BenchMetrics, "mean_itl_ms"),
@@ -25,8 +27,6 @@ ROWS: list[tuple[str, type, str]] = [
     ("req/s", BenchMetrics, "request_throughput"),
     ("Output (t/s)", BenchMetrics, "output_throughput"),
     ("duration", BenchMetrics, "duration"),
-    ("completed", BenchMetrics, "completed"),
-    ("failed", BenchMetrics, "failed"),
     ("total_input_tokens", BenchMetrics, "total_input_tokens"),
     ("total_output_tokens", BenchMetrics, "total_output_tokens"),
     ("total_token_throughput", BenchMetrics, "total_token_throughput"),
@@ -42,6 +42,9 @@ ROWS: list[tuple[str, type, str]] = [
     ("tput_user_ratio", TierCheck, "tput_user_ratio"),
     ("tput_ratio", TierCheck, "tput_ratio"),
     ("Ratio", TierCheck, "passed"),
+    ("Result", TierCheck, "decision"),
+    ("Target decision", TierCheck, "ttft_ms_decision"),
+    ("Error rate check", TargetRow, "error_rate_decision"),
     ("Tiers", TargetRow, "tiers"),
     ("Accuracy check", EvalRow, "decision"),
     ("95% interval", EvalRow, "ci95"),

@@ -83,8 +83,8 @@ def render_markdown(record: ReportRecord) -> str:
 
     out += ["## Benchmarks", ""]
     if record.benchmarks:
-        out += [table([h for h, _ in views.BENCHMARK_COLUMNS],
-                      [views.cells(views.BENCHMARK_COLUMNS, r) for r in record.benchmarks]), ""]
+        columns = views.benchmark_columns(record)
+        out += [table([h for h, _ in columns], [views.cells(columns, r) for r in record.benchmarks]), ""]
         cost_lines = sorted({r.cost_note for r in record.benchmarks if r.cost_note})
         if cost_lines:
             out += ["Cost (server core-seconds, energy): " + " | ".join(cost_lines), ""]
@@ -93,6 +93,7 @@ def render_markdown(record: ReportRecord) -> str:
     else:
         out += [f"Not run ({_not_run_reason(record, 'benchmarks') or 'no benchmark records'}).",
                 ""]
+    out += [views.pricing_line(record), ""] if views.pricing_line(record) else []
 
     out += ["## Performance targets", ""]
     if record.targets:
@@ -119,8 +120,7 @@ def render_markdown(record: ReportRecord) -> str:
 
     out += ["## Accuracy (evals)", ""]
     if record.evals:
-        out += [table([h for h, _ in views.EVAL_COLUMNS],
-                      [views.cells(views.EVAL_COLUMNS, e) for e in record.evals]), ""]
+        out += [table([h for h, _ in views.EVAL_COLUMNS], views.eval_rows(record)), ""]
         errors = [e for e in record.evals if e.error]
         out += [f"- {e.task}: {e.error}" for e in errors]
         if errors:

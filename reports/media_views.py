@@ -32,13 +32,18 @@ class MediaTable:
     rows: list[list[str]]
 
 
+def _decided(t) -> str:
+    """The tier's decision as the verdict made it; the point figures' pass/fail only when none was made."""
+    return views.decision_text(t.decision) if t.decision else views.check(t.passed)
+
+
 def tier_text(row: MediaRow) -> str:
-    """'functional PASS (required); complete FAIL' or 'n/a' (no targets)."""
+    """'functional PASS (required); complete INCONCLUSIVE' or 'no targets'."""
     if not row.tiers:
         return "no targets"
     if not row.ran:
         return "NOT RUN (" + ", ".join(t.tier for t in row.tiers if t.required) + " required)"
-    return "; ".join(f"{t.tier} {views.check(t.passed)}{' (required)' if t.required else ''}" for t in row.tiers)
+    return "; ".join(f"{t.tier} {_decided(t)}{' (required)' if t.required else ''}" for t in row.tiers)
 
 
 def _requests(row: MediaRow) -> str:
@@ -94,12 +99,14 @@ def media_tables(record: ReportRecord) -> list[MediaTable]:
 
 
 def target_lines(record: ReportRecord) -> list[str]:
-    """One line per judged tier: the targets and the measured ratios."""
+    """One line per judged tier: the tier's decision, then each target with the measured ratio and the
+    verdict's decision of that target (its check '<metric> <point> <tier>')."""
     out = []
     for r in record.media:
         for t in r.tiers:
             parts = [f"{m} target {v:g}" + (f" (measured/target {t.ratios[m]:.2f})" if m in t.ratios else "")
+                     + (f": {views.decision_text(t.decisions[m])}" if m in t.decisions else "")
                      for m, v in t.targets.items()]
-            out.append(f"{r.key} {t.tier}{' (required)' if t.required else ''}: {views.check(t.passed)}; "
+            out.append(f"{r.key} {t.tier}{' (required)' if t.required else ''}: {_decided(t)}; "
                        + "; ".join(parts))
     return out

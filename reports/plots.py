@@ -110,15 +110,33 @@ def _empty(kind: str, title: str, message: str) -> str:
             f'{escape(title)}: {escape(message)}</text></svg>')
 
 
+def _error_bars(f: _Frame, r: BenchmarkRow, colour: str) -> None:
+    """A point's 95% intervals (``BenchmarkRow.ci95``) as whiskers: TPOT across, decode throughput up."""
+    cx, cy = f.sx(r.mean_tpot_ms), f.sy(r.decode_throughput)
+    x_ci, y_ci = r.ci95.get("tpot_ms"), r.ci95.get("decode_throughput")
+    if x_ci:
+        f.parts.append(f'<line class="interval" x1="{_t(f.sx(x_ci[0]))}" x2="{_t(f.sx(x_ci[1]))}" y1="{_t(cy)}" '
+                       f'y2="{_t(cy)}" stroke="{colour}" stroke-width="1.5"/>')
+    if y_ci:
+        f.parts.append(f'<line class="interval" x1="{_t(cx)}" x2="{_t(cx)}" y1="{_t(f.sy(y_ci[0]))}" '
+                       f'y2="{_t(f.sy(y_ci[1]))}" stroke="{colour}" stroke-width="1.5"/>')
+
+
+def _ci_text(ci: list[float] | None) -> str:
+    return f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else " (no interval: fewer than 8 requests)"
+
+
 def throughput_vs_latency(rows: list[BenchmarkRow]) -> str:
     """Decode throughput against per-token latency, one line per (ISL, OSL), one marker per
-    concurrency: the trade-off a concurrency sweep is run to show."""
-    kind, title = "throughput-latency", "Decode throughput vs TPOT across concurrency"
+    concurrency: the trade-off a concurrency sweep is run to show. Each point carries its 95%
+    intervals as whiskers (``BenchmarkRow.ci95``), so two concurrencies whose whiskers overlap are
+    not shown apart by more than their samples can tell."""
+    kind, title = "throughput-latency", "Decode throughput vs TPOT across concurrency (95% intervals)"
     pts = [r for r in rows if r.mean_tpot_ms is not None and r.decode_throughput is not None]
     if not pts:
         return _empty(kind, title, "no benchmark points with TPOT and throughput")
-    xs = [r.mean_tpot_ms for r in pts]
-    ys = [r.decode_throughput for r in pts]
+    xs = [v for r in pts for v in (r.mean_tpot_ms, *r.ci95.get("tpot_ms", []))]
+    ys = [v for r in pts for v in (r.decode_throughput, *r.ci95.get("decode_throughput", []))]
     f = _Frame(kind, title, "mean TPOT (ms/token, lower is better)", "decode throughput (t/s)",
                (0.0, max(xs) * 1.08), (0.0, max(ys) * 1.12))
     f.axes()
@@ -134,11 +152,12 @@ def throughput_vs_latency(rows: list[BenchmarkRow]) -> str:
             f.parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" '
                            f'stroke-width="2"/>')
         for r in series:
+            _error_bars(f, r, colour)
             cx, cy = f.sx(r.mean_tpot_ms), f.sy(r.decode_throughput)
             f.parts.append(f'<circle cx="{_t(cx)}" cy="{_t(cy)}" r="4.5" fill="{colour}">'
                            f'<title>ISL {isl} / OSL {osl}, concurrency {r.max_concurrency}: '
-                           f'{r.decode_throughput:.1f} t/s at {r.mean_tpot_ms:.1f} ms</title>'
-                           f'</circle>')
+                           f'{r.decode_throughput:.1f} t/s{_ci_text(r.ci95.get("decode_throughput"))} at '
+                           f'{r.mean_tpot_ms:.1f} ms{_ci_text(r.ci95.get("tpot_ms"))}</title></circle>')
             f.parts.append(f'<text x="{_t(cx + 6)}" y="{_t(cy - 6)}" font-size="10" '
                            f'fill="{colour}">c={r.max_concurrency}</text>')
         ly = MT + 6 + 16 * i

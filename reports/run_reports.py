@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     history = RunHistory(quiet=args.final)
     try:
         record = build_report(run_dir, args.model_spec_json,
-                              compare=history.comparer(run_dir, args.model_spec_json, wf_args))
+                              compare=history.comparer(run_dir, args.model_spec_json, wf_args), workflow_args=wf_args)
     except BadRunDir as exc:
         print(f"reports: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

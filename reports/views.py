@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from records.report import TIERS, ReportRecord, TargetRow
+from reports import units
 
 Column = tuple[str, Callable[[Any], str]]
 
@@ -35,23 +36,63 @@ def ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
+def ms(value: float | None) -> str:
+    """A latency in a table whose header names the unit: '507', '42.5'."""
+    return units.number(value, units.MS)
+
+
+def tps(value: float | None) -> str:
+    """A throughput in a table whose header names the unit: '14.14', '133.5'."""
+    return units.number(value, units.Unit("rate"))
+
+
+#: What was measured comes first (Completed, Failed: the requests the numbers are made of); Planned is the
+#: point's num_prompts, the minimum an adaptive point sends, and is not what its numbers rest on.
 BENCHMARK_COLUMNS: list[Column] = [
     ("ISL", lambda r: str(r.isl)),
     ("OSL", lambda r: str(r.osl)),
     ("Concurrency", lambda r: str(r.max_concurrency)),
-    ("N", lambda r: str(r.num_prompts)),
-    ("TTFT (ms)", lambda r: num(r.mean_ttft_ms)),
-    ("TPOT (ms)", lambda r: num(r.mean_tpot_ms)),
-    ("t/s/u", lambda r: num(r.tput_user, 2)),
-    ("Decode (t/s)", lambda r: num(r.decode_throughput)),
-    ("Prefill (t/s)", lambda r: num(r.prefill_throughput)),
+    ("Completed", lambda r: num(r.completed)),
+    ("Failed", lambda r: num(r.failed)),
+    ("TTFT (ms)", lambda r: ms(r.mean_ttft_ms)),
+    ("TPOT (ms)", lambda r: ms(r.mean_tpot_ms)),
+    ("t/s/u", lambda r: tps(r.tput_user)),
+    ("Decode (t/s)", lambda r: tps(r.decode_throughput)),
+    ("Prefill (t/s)", lambda r: tps(r.prefill_throughput)),
     ("Server core-s / 1k out tok", lambda r: cost(r.core_seconds_per_1k_output_tokens, r.cost_note)),
     ("J / 1k out tok", lambda r: cost(r.joules_per_1k_output_tokens, r.cost_note)),
-    ("E2EL (ms)", lambda r: num(r.mean_e2el_ms)),
+    ("E2EL (ms)", lambda r: ms(r.mean_e2el_ms)),
     ("req/s", lambda r: num(r.request_throughput, 3)),
-    ("Failed", lambda r: num(r.failed)),
     ("Failure classes", lambda r: r.failure_text() or "none"),
+    ("Planned", lambda r: str(r.num_prompts)),
 ]
+
+
+def benchmark_columns(record: ReportRecord) -> list[Column]:
+    """BENCHMARK_COLUMNS, with each point's cost per million output tokens beside its core-seconds when the
+    run gave the machine's price (--workflow-args hourly_cost: ``reports.pricing``)."""
+    if record.pricing is None:
+        return BENCHMARK_COLUMNS
+    cols = list(BENCHMARK_COLUMNS)
+    at = [h for h, _ in cols].index("Server core-s / 1k out tok") + 1
+    cols.insert(at, (f"{record.pricing.currency} / 1M out tok",
+                     lambda r: units.number(r.cost_per_1m_output_tokens, units.Unit("money"))))
+    return cols
+
+
+def pricing_line(record: ReportRecord) -> str | None:
+    """'Price 2.50 USD per hour: a million output tokens cost 20.77 USD at the SLO capacity (concurrency 4,
+    37.10 output tokens/s); per point in the benchmarks table (the formula).'"""
+    p = record.pricing
+    if p is None:
+        return None
+    at = ""
+    if p.capacity_cost_per_1m_output_tokens is not None:
+        cost = units.number(p.capacity_cost_per_1m_output_tokens, units.Unit("money"))
+        at = (f": a million output tokens cost {cost} {p.currency} at the SLO capacity ({p.capacity_metric} "
+              f"{p.capacity_level:g}, {tps(p.capacity_output_tok_s)} output tokens/s)")
+    price = units.number(p.hourly_cost, units.Unit("money"))
+    return f"Price {price} {p.currency} per hour{at}; per point in the benchmarks table ({p.formula})."
 
 
 def tiers_present(record: ReportRecord) -> list[str]:
@@ -66,35 +107,53 @@ def _tier(row: TargetRow, tier: str):
 TARGET_BASE_COLUMNS: list[Column] = [
     ("Point", lambda r: r.key),
     ("Ran", lambda r: "yes" if r.ran else "NO"),
-    ("TTFT (ms)", lambda r: num(r.measured_ttft_ms)),
-    ("t/s/u", lambda r: num(r.measured_tput_user, 2)),
-    ("Decode (t/s)", lambda r: num(r.measured_tput)),
+    ("TTFT (ms)", lambda r: ms(r.measured_ttft_ms)),
+    ("t/s/u", lambda r: tps(r.measured_tput_user)),
+    ("Decode (t/s)", lambda r: tps(r.measured_tput)),
 ]
 
+#: Target key -> (the TargetRow field it is measured by, the TierCheck ratio field).
+TARGET_FIELDS = {"ttft_ms": ("measured_ttft_ms", "ttft_ratio"), "tput_user": ("measured_tput_user", "tput_user_ratio"),
+                 "tput": ("measured_tput", "tput_ratio")}
 
-def _triple(measured: float | None, target: float | None, r: float | None, digits: int) -> str:
+
+def target_cell(row: TargetRow, tier, key: str) -> str:
+    """'507 ms [490, 526] vs 500 ms (1.01): INCONCLUSIVE': the measured value with its 95% interval, the
+    target, the ratio, and the verdict's decision of that target (its check), never a pass/fail of the value
+    alone: the value can be on one side of the target while its interval still holds it."""
+    target = getattr(tier, key)
     if target is None:
         return "no target (not checked)"
+    unit = units.unit_of(key)
+    measured_field, ratio_field = TARGET_FIELDS[key]
+    measured = getattr(row, measured_field)
+    decided = getattr(tier, f"{key}_decision", None)
+    shown = f": {decision_text(decided)}" if decided else ""
     if measured is None:
-        return f"not measured vs {num(target, digits)} (fails)"
-    return f"{num(measured, digits)} vs {num(target, digits)} ({ratio(r)})"
+        return f"not measured vs {units.number(target, unit, suffix=True)}{shown or ' (fails)'}"
+    return (f"{units.with_interval(measured, row.ci95.get(key), unit)} vs {units.number(target, unit, suffix=True)} "
+            f"({ratio(getattr(tier, ratio_field))}){shown}")
 
 
-#: Long format for markdown/HTML: one row per (point, tier); cells are "measured vs target
-#: (ratio)" so a reader sees at once how far from the target each number is.
+#: Long format for markdown/HTML: one row per (point, tier); each target cell is "measured [95% CI] vs target
+#: (ratio): DECISION" so a reader sees how far from the target each number is and what the verdict decided.
 TIER_COLUMNS: list[Column] = [
     ("Point", lambda p: p[0].key),
     ("Tier", lambda p: p[1].tier),
     ("Required", lambda p: "yes" if p[1].required else "no"),
     ("Result", lambda p: tier_result(p[0], p[1]).replace(" (req)", "")),
-    ("TTFT ms: measured vs target (ratio)",
-     lambda p: _triple(p[0].measured_ttft_ms, p[1].ttft_ms, p[1].ttft_ratio, 1)),
-    ("t/s/u: measured vs target (ratio)",
-     lambda p: _triple(p[0].measured_tput_user, p[1].tput_user, p[1].tput_user_ratio, 2)),
-    ("Decode t/s: measured vs target (ratio)",
-     lambda p: _triple(p[0].measured_tput, p[1].tput, p[1].tput_ratio, 1)),
-    ("Error rate within allowance", lambda p: check(p[1].error_rate_pass)),
+    ("TTFT: measured [95% CI] vs target (ratio): decision", lambda p: target_cell(p[0], p[1], "ttft_ms")),
+    ("t/s/u: measured [95% CI] vs target (ratio): decision", lambda p: target_cell(p[0], p[1], "tput_user")),
+    ("Decode: measured [95% CI] vs target (ratio): decision", lambda p: target_cell(p[0], p[1], "tput")),
+    ("Error rate check", lambda p: error_rate_text(p[0], p[1])),
 ]
+
+
+def error_rate_text(row: TargetRow, tier) -> str:
+    """The point's error-rate check as the verdict decided it (before a verdict: within the allowance or not)."""
+    if row.error_rate_decision:
+        return decision_text(row.error_rate_decision)
+    return check(tier.error_rate_pass)
 
 
 def tier_rows(record: ReportRecord) -> list[tuple[TargetRow, Any]]:
@@ -119,9 +178,11 @@ def _compact(row: TargetRow, t) -> str:
 
 
 def tier_result(row: TargetRow, t) -> str:
+    """The tier's decision at the point as the verdict made it (``TierCheck.decision``); a report built
+    without judging benchmarks falls back to the point values' pass/fail."""
     if t is None:
         return "n/a"
-    label = check(t.passed) if row.ran else "NOT RUN"
+    label = "NOT RUN" if not row.ran else decision_text(t.decision) if t.decision else check(t.passed)
     return f"{label}{' (req)' if t.required else ''}"
 
 
@@ -135,7 +196,8 @@ def value_with_interval(value: float | None, ci95: list[float] | None, digits: i
 
 
 def decision_text(decision: str | None, passed: bool | None = None) -> str:
-    return (decision or {True: "pass", False: "fail"}.get(passed, "n/a")).upper()
+    """'PASS', 'FAIL', 'INCONCLUSIVE', 'WAIVED', 'NOT RUN' (a decision), or the pass flag's when there is none."""
+    return (decision or {True: "pass", False: "fail"}.get(passed, "n/a")).replace("_", " ").upper()
 
 
 EVAL_COLUMNS: list[Column] = [
@@ -158,6 +220,23 @@ EVAL_COLUMNS: list[Column] = [
 
 def cells(columns: list[Column], row: Any) -> list[str]:
     return [fn(row) for _, fn in columns]
+
+
+def eval_rows(record: ReportRecord) -> list[list[str]]:
+    """The evals table's rows, each decision cell showing the verdict's check of that claim ('accuracy <task>',
+    'served vs in-process <task>'): a waiver applied by the verdict shows WAIVED here too, not the record's own
+    decision beside a WAIVED check."""
+    decided = {c.name: c.decision for c in record.verdict.checks if c.category == "evals"}
+    heads = [h for h, _ in EVAL_COLUMNS]
+    out = []
+    for e in record.evals:
+        row = cells(EVAL_COLUMNS, e)
+        for head, claim in (("Check", f"accuracy {e.task}"),
+                            ("Served vs in-process", f"served vs in-process {e.task}")):
+            if claim in decided and e.status != "error":
+                row[heads.index(head)] = decision_text(decided[claim])
+        out.append(row)
+    return out
 
 
 def metadata_rows(record: ReportRecord) -> list[tuple[str, str]]:
@@ -190,9 +269,9 @@ def metadata_rows(record: ReportRecord) -> list[tuple[str, str]]:
 CHECK_COLUMNS: list[Column] = [
     ("Check", lambda c: c.name),
     ("Required", lambda c: "yes" if c.required else "no"),
-    ("Value [95% CI]", lambda c: value_with_interval(c.value, c.ci95)),
+    ("Value [95% CI]", lambda c: units.with_interval(c.value, c.ci95, units.check_unit(c.name, c.ci_method))),
     ("n", lambda c: num(c.n)),
-    ("Target", lambda c: num(c.target, 4)),
+    ("Target", lambda c: units.number(c.target, units.check_unit(c.name, c.ci_method), suffix=True)),
     ("Decision", lambda c: decision_text(c.decision)),
     ("Detail", lambda c: c.detail or ""),
 ]

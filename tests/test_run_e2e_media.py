@@ -50,7 +50,9 @@ def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):
     media = {row["key"]: row for row in report["media"]}
     assert set(media) == {"speech_con-1", "speech_con-2"}
     functional = next(t for t in media["speech_con-1"]["tiers"] if t["tier"] == "functional")
-    assert functional["required"] and functional["passed"] and 0 < media["speech_con-1"]["figures"]["rtf"]
+    # the tier says what its checks decided (smoke: an undecided target is shown, not required)
+    assert functional["required"] and functional["decision"] in ("pass", "inconclusive")
+    assert functional["passed"] is {"pass": True}.get(functional["decision"]) and 0 < media["speech_con-1"]["figures"]["rtf"]
     evals = {e["task"]: e for e in report["evals"]}
     speech_eval = evals["speech_word_accuracy"]
     assert speech_eval["samples"] == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -80,6 +81,37 @@ def test_bad_trace_stops_run_py_before_a_server_starts(tmp_path, workflow: str) 
     assert result.stderr.strip() == (f"run.py: error: --workflow-args trace_file: {trace}:3: input 2000 + output 100 "
                                      "tokens exceed the model's context of 2048")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "fifo", "directory", "too big"])
+def test_a_trace_that_is_no_bounded_regular_file_is_one_line_exit_2(tmp_path, kind: str) -> None:
+    """/dev/zero or a FIFO used to be read forever (run.py hung before any server started); a file over
+    the bound is refused before it is read into memory. A sparse file stands in for a huge trace."""
+    from benchmarking.workloads.trace_file import MAX_TRACE_BYTES
+
+    trace = {"/dev/zero": "/dev/zero", "fifo": str(tmp_path / "fifo"), "directory": str(tmp_path),
+             "too big": str(tmp_path / "huge.jsonl")}[kind]
+    if kind == "fifo":
+        os.mkfifo(trace)
+    if kind == "too big":
+        with open(trace, "wb") as handle:
+            handle.truncate(MAX_TRACE_BYTES + 1)
+    result = run_py("--model", "SmolLM2-135M-Instruct", "--workflow", "benchmarks", "--device", "cpu",
+                    "--local-server", "--workflow-args", f"workload=trace trace_file={trace}",
+                    "--output-dir", str(tmp_path / "run"), timeout=60)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"run.py: error: --workflow-args trace_file: {trace} ")
+    assert ("regular file" in lines[0]) if kind != "too big" else ("MiB" in lines[0])
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_key_given_twice_in_workflow_args_is_one_line_exit_2() -> None:
+    result = run_py("--model", "SmolLM2-135M-Instruct", "--workflow", "release", "--device", "cpu",
+                    "--local-server", "--workflow-args", "mode=smoke mode=ci")
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("run.py: error: --workflow-args key 'mode' is given twice ('smoke', then "
+                                     "'ci'); give it once")
 
 
 @pytest.mark.integration

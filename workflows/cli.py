@@ -94,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "regression_tolerance fails the verdict (--workflow-args on_regression=warn only shows it)")
     parser.add_argument("--ignore-verdict", action="store_true",
                         help="write reports but exit 0 even when the release verdict is FAIL")
+    parser.add_argument("--history", action="store_true",
+                        help="write DIR/history.html and DIR/history.json (--output-dir DIR): every release in the "
+                             "run history over time, each judged metric with its interval, the regression gate's "
+                             "marks and host changes; --model and --device narrow it; runs no workflow")
     parser.add_argument("--list", action="store_true", help="print the catalog and exit")
     parser.add_argument("--format", default="table",
                         help="with --list: 'table' (plain rows when piped) or 'json'")
@@ -192,7 +196,7 @@ class RunOptions:
     (what ``cli_args.json`` records, so a report can print the command that produced it).
     """
 
-    workflow: WorkflowType | None          # None only with --list
+    workflow: WorkflowType | None          # None only with --list or --history
     model: str | None = None
     device: DeviceType | None = None
     impl: str | None = None
@@ -218,6 +222,7 @@ class RunOptions:
     ignore_verdict: bool = False
     list_catalog: bool = False
     list_format: str = "table"
+    history: bool = False
     flags: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -321,11 +326,13 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     ns = build_parser().parse_args(list(argv))
-    flags = {k: v for k, v in sorted(vars(ns).items()) if k not in ("list", "format")}
+    flags = {k: v for k, v in sorted(vars(ns).items()) if k not in ("list", "format", "history")}
     if ns.format not in LIST_FORMATS:
         raise UsageError(f"unknown --format {_shown(ns.format)}; valid: {', '.join(LIST_FORMATS)}")
     if ns.list:
         return RunOptions(workflow=None, list_catalog=True, list_format=ns.format, flags=flags)
+    if ns.history:
+        return history_options(ns, catalog, flags)
     if ns.workflow is None:
         raise UsageError("--workflow is required; one of: " + ", ".join(WORKFLOWS))
     workflow = WorkflowType(_choice("--workflow", ns.workflow, WORKFLOWS))
@@ -497,3 +504,17 @@ def apply_runtime_options(spec: ModelSpec, options: RunOptions) -> None:
     if options.override_docker_image:
         spec.docker_image = options.override_docker_image
     spec.cli_args = options.record()
+
+
+def history_options(ns: argparse.Namespace, catalog: Any, flags: dict[str, Any]) -> RunOptions:
+    """--history's options: where to write, and which releases (a model from the catalog, a device)."""
+    if ns.workflow is not None:
+        raise UsageError("--history shows the run history and runs no workflow: drop --workflow")
+    if not ns.output_dir:
+        raise UsageError("--history writes history.html and history.json: add --output-dir DIR")
+    device = DeviceType(_choice("--device", ns.device, DEVICES, any_case=True)) if ns.device is not None else None
+    model = ns.model
+    if model is not None and catalog is not None:
+        model = _choice("--model", model, catalog.model_names())
+    return RunOptions(workflow=None, history=True, model=model, device=device, output_dir=Path(ns.output_dir),
+                      flags=flags)

@@ -6,7 +6,7 @@ Each client workflow (benchmarks, evals, reports, ...) runs in its own venv as a
 - its output goes to ``run.log`` in full; the console gets the same lines except tracebacks,
   which are replaced by their final line and a pointer to ``run.log``;
 - a signal that interrupts run.py is passed on to it, so it can flush what it measured before it
-  exits (SIGKILL only after ``CHILD_STOP_TIMEOUT_S``).
+  exits (SIGKILL only after ``CHILD_STOP_TIMEOUT_S``); with two clients running side by side, to both.
 """
 
 from __future__ import annotations
@@ -164,15 +164,24 @@ def _server_we_watch(ctx: RunContext, workflow: WorkflowType):
 
 
 def run_client(ctx: RunContext, workflow: WorkflowType) -> ClientResult:
-    """Run one client workflow in its venv; stream its output; stop it if the server dies or on a signal."""
+    """Run one client workflow in its venv; stream its output; stop it if the server dies or on a signal.
+
+    Called from the main thread, or from a thread of its own when its stage runs workflows side by side
+    (``workflows.pipeline.run_client_steps_together``). The thread that starts the child waits for it
+    here until it has exited: the parent-death signal is tied to the thread that forks, so that thread
+    must not end before its child does. Signals reach the main thread only: there, ``Interrupted`` is
+    raised inside this loop; in a stage's thread, the main thread stops every child
+    (``ctx.children.interrupt``) and this loop raises ``Interrupted`` once its child has exited.
+    """
+    if ctx.children.interrupted is not None:
+        raise Interrupted(ctx.children.interrupted)
     cmd = child_command(ctx, workflow)
     ctx.run_dir.log("$ " + " ".join(cmd), workflow.value)
     started = time.monotonic()
-    # Started from the main thread: the parent-death signal is tied to the thread that forks.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                             env=child_env(ctx), cwd=REPO_ROOT, start_new_session=True,
-                            preexec_fn=die_with_parent(signal.SIGTERM))
-    ctx.current_child = proc
+                            preexec_fn=die_with_parent(signal.SIGTERM))  # noqa: PLW1509 - the only way to prctl
+    held = ctx.children.add(proc)
     mark_client(ctx.run_dir.path, proc.pid, workflow.value)  # a rerun after a kill stops it by this record
     show = ConsoleFilter()
 
@@ -188,7 +197,15 @@ def run_client(ctx: RunContext, workflow: WorkflowType) -> ClientResult:
     reader.start()
     server = _server_we_watch(ctx, workflow)
     died = False
+
+    def done() -> None:
+        reader.join(timeout=5)
+        ctx.children.remove(proc)
+        release_client(ctx.run_dir.path, proc.pid)
+
     try:
+        if not held:  # an interrupt stopped the other children while this one was starting
+            raise Interrupted(ctx.children.interrupted or signal.SIGTERM)
         while proc.poll() is None:
             if server is not None and not server.is_alive():
                 died = True
@@ -198,17 +215,15 @@ def run_client(ctx: RunContext, workflow: WorkflowType) -> ClientResult:
                 proc.wait(timeout=SERVER_WATCH_INTERVAL_S)
             except subprocess.TimeoutExpired:
                 pass
+        if ctx.children.interrupted is not None and not died:
+            raise Interrupted(ctx.children.interrupted)  # the main thread stopped this child
     except Interrupted as exc:
         # Pass the signal on: the child flushes its partial results, then exits (or is killed).
         stop_process_group(proc, CHILD_STOP_TIMEOUT_S, exc.signum)
-        reader.join(timeout=5)
-        ctx.current_child = None
-        release_client(ctx.run_dir.path)
+        done()
         raise
     code = proc.wait()
-    reader.join(timeout=5)
-    ctx.current_child = None
-    release_client(ctx.run_dir.path)
+    done()
     if server is not None and (died or not server.is_alive()):
         raise ServerDiedDuringClient(f"the server exited (code {server.exit_code()}) during {workflow.value}\n"
                                      f"last lines of server.log:\n{server.log_tail(40)}")
@@ -216,7 +231,6 @@ def run_client(ctx: RunContext, workflow: WorkflowType) -> ClientResult:
     return ClientResult(workflow, code, outputs, time.monotonic() - started)
 
 
-def stop_current_child(ctx: RunContext) -> None:
-    if ctx.current_child is not None:
-        stop_process_group(ctx.current_child, CHILD_STOP_TIMEOUT_S)
-        ctx.current_child = None
+def stop_children(ctx: RunContext) -> None:
+    """Stop every client workflow still running (teardown; an interrupt outside a client's own wait)."""
+    ctx.children.stop_all(CHILD_STOP_TIMEOUT_S)

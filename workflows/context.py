@@ -6,15 +6,16 @@ importing each other.
 
 from __future__ import annotations
 
-import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from contracts.model_spec import ModelSpec
 from contracts.run_dir import RunDirectory
 from contracts.workflow_args import WorkflowType
 from workflows.cli import RunOptions, ServerMode
+from workflows.processes import RunningChildren
 
 if TYPE_CHECKING:
     from workflows.auth import AuthConfig
@@ -30,16 +31,17 @@ class RunContext:
     spec: ModelSpec
     options: RunOptions
     run_dir: RunDirectory
-    ui: "Ui"
-    auth: "AuthConfig | None" = None
-    host: "HostSetup | None" = None
-    server: "ServerHandle | None" = None
+    ui: Ui
+    auth: AuthConfig | None = None
+    host: HostSetup | None = None
+    server: ServerHandle | None = None
     venv_pythons: dict[str, Path] = field(default_factory=dict)
     trace_captured: bool = False
-    current_child: subprocess.Popen | None = None
+    # Every client process running now (two while a release runs evals and tests side by side).
+    children: RunningChildren = field(default_factory=RunningChildren)
     # Runs one client workflow: (ctx, workflow) -> workflows.clients.ClientResult. None: the real
     # child process (workflows.clients.run_client); tests pass a fake.
-    client_runner: Callable[["RunContext", WorkflowType], Any] | None = None
+    client_runner: Callable[[RunContext, WorkflowType], Any] | None = None
 
     @property
     def workflow(self) -> WorkflowType:

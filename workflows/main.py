@@ -151,6 +151,10 @@ def _run(argv: list[str]) -> int:
             return 0
         if options.rebuilds_reports:
             return _rebuild_reports(options, ui)
+        if options.history:
+            from workflows.history_command import run_history
+
+            return run_history(options, ui)
         spec = resolve_spec(options, catalog)
         _validate_for_workflow(spec, options)
         environment = host_environment(spec)

@@ -1,7 +1,8 @@
 """The run pipeline: a list of small steps with typed results, like nox's workflow.execute.
 
 resolve spec (workflows.main) -> prepare host -> prepare venvs -> start or attach server -> wait ready
--> warm up -> client workflows -> reports -> teardown.
+-> warm up -> client workflows (in stages: evals and tests side by side, then benchmarks, stress_tests, reports
+alone) -> teardown.
 
 Each step is a function of the ``RunContext`` that returns a one-line detail or raises
 ``StepFailed``; ``execute`` runs the plan and records every step in ``manifest.json`` as it starts
@@ -14,26 +15,40 @@ ends with lines that say why (``workflows.outcome``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from contracts import REPO_ROOT
 from contracts.model_spec import DeviceType, InferenceEngine
 from contracts.run_dir import RunStatus, StepStatus, collect_outputs
-from contracts.workflow_args import NOT_YET_AVAILABLE, RELEASE_SEQUENCE, WorkflowType
-from workflows.cli import ServerMode
-from workflows.clients import ClientResult, Interrupted, ServerDiedDuringClient, child_command, child_env, \
-    client_scripts, no_variant_reason, run_client, stop_current_child
-from workflows.context import RunContext
+from contracts.workflow_args import NOT_YET_AVAILABLE, RELEASE_STAGES, WorkflowType, overlap_enabled
 from records.media import kind_of as media_kind
+from workflows.cli import ServerMode
+from workflows.clients import (
+    CHILD_STOP_TIMEOUT_S,
+    ClientResult,
+    Interrupted,
+    ServerDiedDuringClient,
+    child_command,
+    child_env,
+    client_scripts,
+    no_variant_reason,
+    run_client,
+    stop_children,
+)
+from workflows.context import RunContext
 
 if TYPE_CHECKING:
     from workflows.servers.base import ServerLaunch
 
-__all__ = ["RunContext", "StepFailed", "execute", "PipelineStep", "SERVER_STEPS"]
+__all__ = ["SERVER_STEPS", "PipelineStep", "RunContext", "StepFailed", "execute"]
 
 SERVER_STOP_TIMEOUT_S = 20.0
 FINAL_REPORT_TIMEOUT_S = 60.0
@@ -48,15 +63,25 @@ class StepFailed(Exception):
     """A step failed; the message is what the user needs (one line, or a log tail)."""
 
 
-def client_sequence(workflow: WorkflowType) -> list[WorkflowType]:
-    """Client workflows a run executes, in order; every run but ``server`` ends with reports."""
+def client_stages(workflow: WorkflowType, overlap: bool = True) -> list[tuple[WorkflowType, ...]]:
+    """Client workflows a run executes, as stages in order: a stage starts when the one before it has
+    ended, and the workflows of one stage run side by side (only a release has such a stage: evals and
+    tests, which time nothing, ``contracts.workflow_args.RELEASE_STAGES``). ``overlap=False``
+    (``--workflow-args overlap=0``): every workflow alone, in the same order."""
     if workflow is WorkflowType.SERVER:
-        return []
-    if workflow is WorkflowType.RELEASE:
-        return list(RELEASE_SEQUENCE)
-    if workflow in (WorkflowType.REPORTS, WorkflowType.DEPLOY):
-        return [workflow]  # deploy renders files for another host: nothing to report on here
-    return [workflow, WorkflowType.REPORTS]
+        stages: list[tuple[WorkflowType, ...]] = []
+    elif workflow is WorkflowType.RELEASE:
+        stages = list(RELEASE_STAGES)
+    elif workflow in (WorkflowType.REPORTS, WorkflowType.DEPLOY):
+        stages = [(workflow,)]  # deploy renders files for another host: nothing to report on here
+    else:
+        stages = [(workflow,), (WorkflowType.REPORTS,)]
+    return stages if overlap else [(w,) for stage in stages for w in stage]
+
+
+def client_sequence(workflow: WorkflowType) -> list[WorkflowType]:
+    """Client workflows a run executes, in the order their stages run; every run but ``server`` ends with reports."""
+    return [w for stage in client_stages(workflow) for w in stage]
 
 
 def needs_server(workflow: WorkflowType) -> bool:
@@ -74,7 +99,8 @@ def runnable_clients(ctx: RunContext) -> list[WorkflowType]:
 
 def prepare_host(ctx: RunContext) -> str:
     """Weights, disk and RAM for a server we start; for an external server only a local tokenizer."""
-    from workflows.host_setup import HostSetupError, find_weights, prepare_host as _prepare
+    from workflows.host_setup import HostSetupError, find_weights
+    from workflows.host_setup import prepare_host as _prepare
 
     try:
         if ctx.server_mode is ServerMode.EXTERNAL:
@@ -111,7 +137,8 @@ def prepare_venvs(ctx: RunContext, workflows: list[WorkflowType] | None = None) 
 
 
 def start_server(ctx: RunContext) -> str:
-    from workflows.servers import ServerStartError, attach_external, start_server as _start
+    from workflows.servers import ServerStartError, attach_external
+    from workflows.servers import start_server as _start
 
     try:
         if ctx.server_mode is ServerMode.EXTERNAL:
@@ -162,7 +189,8 @@ def warm_up(ctx: RunContext) -> str:
     """
     from benchmarking.client import ClientConfig
     from benchmarking.prompts import LocalTokenizer
-    from benchmarking.trace_capture import plan_warmup, warm_up as send_warmup
+    from benchmarking.trace_capture import plan_warmup
+    from benchmarking.trace_capture import warm_up as send_warmup
 
     assert ctx.server is not None
     plan = plan_warmup(ctx.spec, ctx.options.workflow_args)
@@ -276,11 +304,14 @@ def run_step(ctx: RunContext, step: PipelineStep) -> None:
     ctx.ui.step_done(step.name, detail, record.duration_s)
 
 
-def run_client_step(ctx: RunContext, client: WorkflowType) -> int:
-    """A client workflow as a manifest step; a failed client does not stop the next one."""
+def run_client_step(ctx: RunContext, client: WorkflowType, spinner: bool = True) -> int:
+    """A client workflow as a manifest step; a failed client does not stop the next one.
+
+    ``spinner=False`` inside a stage that runs side by side: the stage shows one status line naming all.
+    """
     record = ctx.run_dir.start_step(client.value)
     try:
-        with ctx.ui.status(f"Running {client.value}"):
+        with ctx.ui.status(f"Running {client.value}") if spinner else contextlib.nullcontext():
             result: ClientResult = (ctx.client_runner or run_client)(ctx, client)
     except Interrupted as exc:
         ctx.run_dir.end_step(record, StepStatus.FAILED, f"interrupted by {exc}",
@@ -299,28 +330,93 @@ def run_client_step(ctx: RunContext, client: WorkflowType) -> int:
     return result.exit_code
 
 
+def _wait_all(done: list[threading.Event]) -> None:
+    """Wait until every event is set, in short sleeps: the main thread stays where a signal reaches it, and
+    a signal raised here leaves nothing half done (an interrupted ``Thread.join`` can mark a thread that
+    still runs as ended, so the stage threads are never joined)."""
+    while not all(event.is_set() for event in done):
+        time.sleep(0.05)
+
+
+def run_client_steps_together(ctx: RunContext, clients: list[WorkflowType]) -> list[int]:
+    """The client workflows of one stage side by side: each its own manifest step (start and end, status,
+    outputs, exit code), run in a thread of its own; returns their exit codes in ``clients``' order.
+
+    The main thread waits for them and is the one signals reach: on SIGINT/SIGTERM it passes the signal
+    to every child's process group (``ctx.children.interrupt``), waits until each step has recorded what
+    its child left, and raises ``Interrupted``. A failed client does not stop the other; a server that
+    dies ends both (each thread watches it as a lone client does), and the first error, in stage order,
+    is raised once both have ended.
+    """
+    names = " and ".join(c.value for c in clients)
+    ctx.run_dir.log(f"{names} side by side (they time nothing; --workflow-args overlap=0 runs them one at a time)")
+    outcomes: dict[WorkflowType, int | BaseException] = {}
+    ended = {client: threading.Event() for client in clients}
+
+    def work(client: WorkflowType) -> None:
+        try:
+            outcomes[client] = run_client_step(ctx, client, spinner=False)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, raised there once all ended
+            outcomes[client] = exc
+        finally:
+            ended[client].set()
+
+    threads = {c: threading.Thread(target=work, args=(c,), name=f"{c.value}-step", daemon=True) for c in clients}
+    try:
+        with ctx.ui.status(f"Running {names} side by side"):
+            try:
+                for thread in threads.values():
+                    thread.start()
+                _wait_all(list(ended.values()))
+            except Interrupted as exc:
+                ctx.children.interrupt(exc.signum, CHILD_STOP_TIMEOUT_S)
+                _wait_all([ended[c] for c, thread in threads.items() if thread.ident is not None])  # the started
+                raise
+    finally:
+        ctx.children.clear_interrupt()
+    errors = [o for c in clients if isinstance(o := outcomes.get(c), BaseException)]
+    if errors:
+        raise next((e for e in errors if isinstance(e, Interrupted)), errors[0])
+    return [int(outcomes[c]) for c in clients]  # type: ignore[arg-type]
+
+
+def overlap_by_default(ctx: RunContext) -> bool:
+    """Side by side unless the engine computes on the host's CPU. Measured on 2 cores (CPU default, smoke):
+    evals 33 s + tests 36 s one after the other, evals 49 s beside tests 69 s side by side: the engine's
+    requests already use every core, so two clients only share them (and the tests' "alone" requests are
+    then not alone). On an accelerator the host is free and the engine batches both clients' requests."""
+    return ctx.spec.device_type is not DeviceType.CPU
+
+
 def run_clients(ctx: RunContext) -> int:
-    """Every client workflow in order; returns 0, 1 (a workflow failed), 3 (only the verdict failed) or
-    4 (nothing failed, but the verdict is INCONCLUSIVE)."""
+    """Every client workflow, stage by stage; returns 0, 1 (a workflow failed), 3 (only the verdict failed)
+    or 4 (nothing failed, but the verdict is INCONCLUSIVE)."""
     exit_code = 0
-    for client in client_sequence(ctx.workflow):
-        skip_reason = NOT_YET_AVAILABLE.get(client) or no_variant_reason(ctx.spec, client)
-        if skip_reason:
-            ctx.run_dir.record_step(client.value, StepStatus.SKIPPED, skip_reason)
-            ctx.ui.step_skipped(client.value, skip_reason)
-            continue
-        code = run_client_step(ctx, client)
-        if code == 0:
-            continue
-        if client is WorkflowType.REPORTS and code in VERDICT_EXITS:
-            exit_code = exit_code or code  # a failed workflow (1) outranks the verdict
+    for stage in client_stages(ctx.workflow, overlap_enabled(ctx.options.workflow_args, overlap_by_default(ctx))):
+        runnable = []
+        for client in stage:
+            skip_reason = NOT_YET_AVAILABLE.get(client) or no_variant_reason(ctx.spec, client)
+            if skip_reason:
+                ctx.run_dir.record_step(client.value, StepStatus.SKIPPED, skip_reason)
+                ctx.ui.step_skipped(client.value, skip_reason)
+            else:
+                runnable.append(client)
+        if len(runnable) > 1:
+            codes = run_client_steps_together(ctx, runnable)
         else:
-            exit_code = 1
+            codes = [run_client_step(ctx, client) for client in runnable]
+        for client, code in zip(runnable, codes):
+            if code == 0:
+                continue
+            if client is WorkflowType.REPORTS and code in VERDICT_EXITS:
+                exit_code = exit_code or code  # a failed workflow (1) outranks the verdict
+            else:
+                exit_code = 1
     return exit_code
 
 
 def teardown(ctx: RunContext, keep_server: bool) -> str:
-    stop_current_child(ctx)
+    stop_children(ctx)
     if ctx.server is None or ctx.server_mode is ServerMode.EXTERNAL:
         return "nothing to stop"
     if keep_server:
@@ -383,7 +479,7 @@ def execute(ctx: RunContext, steps: tuple[PipelineStep, ...] = SERVER_STEPS) -> 
         status, exit_code = RunStatus.INTERRUPTED, 128 + exc.signum
         cause = f"{signal.Signals(exc.signum).name}; partial results kept"
         ctx.ui.error(f"interrupted by {signal.Signals(exc.signum).name}; stopping the run, keeping what was done")
-        stop_current_child(ctx)
+        stop_children(ctx)
         _report_what_exists(ctx, status)
     except StepFailed as exc:
         status, exit_code, cause = RunStatus.FAILED, 1, str(exc).splitlines()[0]
@@ -404,7 +500,7 @@ def _teardown_step(ctx: RunContext, keep_server: bool, exit_code: int) -> int:
     record = ctx.run_dir.start_step("teardown")
     try:
         ctx.run_dir.end_step(record, StepStatus.PASSED, teardown(ctx, keep_server))
-    except Exception as exc:  # teardown problems must be visible but never hide the run's result
+    except Exception as exc:  # noqa: BLE001 - teardown problems must be visible but never hide the run's result
         ctx.run_dir.end_step(record, StepStatus.FAILED, f"{type(exc).__name__}: {exc}")
         ctx.ui.error(f"teardown: {exc}")
         return exit_code or 1
@@ -449,7 +545,7 @@ def _render_final_report(ctx: RunContext) -> None:
     cmd = child_command(ctx, WorkflowType.REPORTS) + ["--final"]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=FINAL_REPORT_TIMEOUT_S,
-                              env=child_env(ctx), cwd=REPO_ROOT)
+                              env=child_env(ctx), cwd=REPO_ROOT, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         ctx.ui.error(f"reports: the final report was not rendered ({exc}); reports/ shows the run as the "
                      f"reports step saw it")
@@ -476,7 +572,7 @@ def server_secrets() -> dict[str, str]:
     return {name: value for name, value in found.items() if value}
 
 
-def server_launch(ctx: RunContext) -> "ServerLaunch":
+def server_launch(ctx: RunContext) -> ServerLaunch:
     """The one ServerLaunch for this run: used to start the server and by --print-docker-cmd."""
     from workflows.servers import ServerLaunch
 

@@ -10,9 +10,10 @@ How a killed run is recognised, from what each run leaves in its directory:
 - ``run.pid.json`` names run.py's pid and that process's start time; it is written when the run
   starts and removed when it ends in any way run.py sees. Present, with its process gone (or the
   pid now another process), means run.py was killed.
-- ``client.pid.json`` names the client workflow running at that moment (it leads its own process
-  group). A client gets SIGTERM when run.py dies and may still be flushing for a few seconds: the
-  rerun stops it, by pid and start time, before it uses the directory, so two writers never share it.
+- ``client.pid.json`` names the client workflows running at that moment (each leads its own process
+  group; a release runs evals and tests side by side, so there may be two). A client gets SIGTERM
+  when run.py dies and may still be flushing for a few seconds: the rerun stops each, by pid and
+  start time, before it uses the directory, so two writers never share it.
 
 A rerun without ``--output-dir`` resumes the newest run of the same model and workflow under the
 runs root when that run was killed and its ``cli_args.json`` equals this run's arguments; anything
@@ -24,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,13 +72,34 @@ def release_owner(run_dir: Path) -> None:
     (Path(run_dir) / OWNER_FILE).unlink(missing_ok=True)
 
 
+_CLIENTS_LOCK = threading.Lock()  # clients of one stage start and end in threads of their own
+
+
+def _clients(data: Any) -> list[dict]:
+    """The entries of a client pid file: ``{"clients": [...]}``, or one entry (a run of an older version)."""
+    if isinstance(data, dict) and isinstance(data.get("clients"), list):
+        return [c for c in data["clients"] if isinstance(c, dict)]
+    return [data] if isinstance(data, dict) and "pid" in data else []
+
+
 def mark_client(run_dir: Path, pid: int, workflow: str) -> None:
-    """A client workflow (leading its own process group) now writes into ``run_dir``."""
-    _write(Path(run_dir) / CLIENT_FILE, {**_identity(pid), "workflow": workflow})
+    """A client workflow (leading its own process group) now writes into ``run_dir``; the others
+    running beside it stay recorded."""
+    path = Path(run_dir) / CLIENT_FILE
+    with _CLIENTS_LOCK:
+        entries = [c for c in _clients(_read(path)) if c.get("pid") != pid]
+        _write(path, {"clients": [*entries, {**_identity(pid), "workflow": workflow}]})
 
 
-def release_client(run_dir: Path) -> None:
-    (Path(run_dir) / CLIENT_FILE).unlink(missing_ok=True)
+def release_client(run_dir: Path, pid: int | None = None) -> None:
+    """Client ``pid`` ended (None: every client); the file goes when no client is left in it."""
+    path = Path(run_dir) / CLIENT_FILE
+    with _CLIENTS_LOCK:
+        entries = [] if pid is None else [c for c in _clients(_read(path)) if c.get("pid") != pid]
+        if entries:
+            _write(path, {"clients": entries})
+        else:
+            path.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -113,16 +136,19 @@ def stop_orphans(run_dir: Path, timeout: float = ORPHAN_STOP_TIMEOUT_S) -> list[
     and start time; one line per process group stopped."""
     lines = []
     for name, what in ((CLIENT_FILE, "client workflow"), ("server.pid.json", "server")):
-        info = _read(Path(run_dir) / name)
-        if not isinstance(info, dict):
-            continue
-        pgid = info.get("pgid", info.get("pid"))
-        # Without a start time a pid may be anyone's by now: only a process known to be the same is stopped.
-        if not _alive({"pid": pgid, "start_time": info.get("start_time")}):
-            continue
-        label = f"{what} {info.get('workflow') or ''}".strip()
-        lines.append(f"stopped the killed run's {label} (process group {pgid}): {_stop_group(pgid, timeout)}")
-        (Path(run_dir) / name).unlink(missing_ok=True)
+        data = _read(Path(run_dir) / name)
+        entries = _clients(data) if name == CLIENT_FILE else [data] if isinstance(data, dict) else []
+        stopped = False
+        for info in entries:
+            pgid = info.get("pgid", info.get("pid"))
+            # Without a start time a pid may be anyone's by now: only a process known to be the same is stopped.
+            if not _alive({"pid": pgid, "start_time": info.get("start_time")}):
+                continue
+            label = f"{what} {info.get('workflow') or ''}".strip()
+            lines.append(f"stopped the killed run's {label} (process group {pgid}): {_stop_group(pgid, timeout)}")
+            stopped = True
+        if stopped:
+            (Path(run_dir) / name).unlink(missing_ok=True)
     return lines
 
 

@@ -7,7 +7,7 @@ every run is ``Run directory: <absolute path>`` (a contract scripts rely on).
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from rich.console import Console
 from rich.markup import escape
@@ -21,9 +21,17 @@ class Ui:
 
     @contextlib.contextmanager
     def status(self, message: str) -> Iterator[None]:
-        """A live spinner while a step runs (rich draws nothing animated when not a TTY)."""
+        """A live spinner while a step runs (rich draws nothing animated when not a TTY).
+
+        One at a time: rich draws one live display per console (a second one raises), so a status asked
+        for while another is live draws nothing; the client workflows of a stage that run side by side
+        share one status line naming them all (``workflows.pipeline.run_client_steps_together``).
+        """
         if not self.console.is_terminal:
             self.console.print(f"[bold]…[/] {escape(message)}", soft_wrap=True)
+            yield
+            return
+        if self._status is not None:
             yield
             return
         with self.console.status(escape(message)) as status:

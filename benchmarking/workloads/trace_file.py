@@ -20,6 +20,7 @@ import csv
 import json
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 
 MAX_TRACE_ROWS = 1_000_000
@@ -137,12 +138,38 @@ def _read_csv(path: str, lines: list[str]) -> list[TraceRequest]:
     return out
 
 
+#: The largest trace file read: 1M requests (the reader's row limit) of Mooncake lines with long hash_ids
+#: lists fit; the reader holds the whole file in memory, so a bigger one is refused before it is opened.
+MAX_TRACE_BYTES = 256 * 1024 * 1024
+
+
+def trace_file_problem(path: str) -> str | None:
+    """Why ``path`` cannot be a trace to replay, or None. Only a regular file of bounded size is read:
+    /dev/zero or a FIFO would be read forever (the run hangs before any server starts), a huge file
+    would fill the memory. ``os.stat`` follows links and never blocks, not even on a FIFO."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return f"cannot read the trace ({exc.strerror or exc})"
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a device, pipe or socket"
+        return f"is {kind}, not a regular file; give a JSONL or CSV trace file"
+    if info.st_size > MAX_TRACE_BYTES:
+        return (f"is {info.st_size / 2**20:.0f} MiB; at most {MAX_TRACE_BYTES // 2**20} MiB is read "
+                f"(split the trace)")
+    return None
+
+
 def read_trace(path: str, *, max_context: int | None = None, time_scale: float = 1.0) -> Trace:
     """The checked trace: times relative to its first row, divided by ``time_scale`` (2 = twice as fast).
 
     Raises ``TraceError`` naming the file and line of the first problem: unreadable, not JSON/CSV,
     a missing or non-numeric field, timestamps that go backwards, or input + output tokens over
-    ``max_context``."""
+    ``max_context``; or, before opening it, a path that is not a regular file of at most
+    ``MAX_TRACE_BYTES`` (``trace_file_problem``)."""
+    problem = trace_file_problem(path)
+    if problem:
+        raise TraceError(f"{path} {problem}")
     try:
         with open(path, encoding="utf-8") as fh:
             lines = fh.read().splitlines()

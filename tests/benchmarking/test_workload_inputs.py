@@ -119,3 +119,11 @@ def test_every_declared_workload_has_a_module_in_the_registry():
 
     assert set(REGISTRY) == set(WORKLOADS)
     assert all(hasattr(module(name), "points") and hasattr(module(name), "measure") for name in WORKLOADS)
+
+
+def test_the_reader_itself_refuses_a_device_or_a_directory_before_opening_it(tmp_path):
+    """Every client that replays a trace (benchmarks, stress tests, run.py's check) reads through read_trace:
+    /dev/zero would be read forever, so the refusal is in the reader, not only in run.py."""
+    for path in ("/dev/zero", str(tmp_path)):
+        with pytest.raises(TraceError, match="not a regular file"):
+            read_trace(path)

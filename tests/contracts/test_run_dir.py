@@ -85,3 +85,39 @@ def test_each_step_records_how_busy_the_hosts_cpus_were(tmp_path) -> None:
         assert recorded is None  # the host cannot say: never a made-up number
     else:
         assert recorded is not None and 0.0 <= recorded <= 1.0
+
+
+def test_two_steps_open_at_once_from_two_threads(tmp_path) -> None:
+    """A release runs evals and tests side by side: each starts and ends its own step in a thread of its
+    own. Every manifest write stays whole (unlocked, two writers shared the temporary file and one
+    os.replace found it gone), and each step keeps its own times."""
+    import threading
+
+    run_dir = RunDirectory(tmp_path / "run", Manifest(run_id="r", model_id="m", workflow="release"))
+    both_open, errors = threading.Barrier(2), []
+
+    def step(name: str) -> None:
+        try:
+            for i in range(60):
+                record = run_dir.start_step(name)
+                if i == 0:
+                    both_open.wait(timeout=5)  # both steps are running now
+                    assert {s.name: s.status for s in Manifest.read(run_dir.manifest_path).steps} == \
+                        {"evals": StepStatus.RUNNING, "tests": StepStatus.RUNNING}
+                    both_open.wait(timeout=5)  # both have looked before either ends its step
+                run_dir.log(f"{name} {i}", name)
+                run_dir.end_step(record, StepStatus.PASSED, f"round {i}")
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=step, args=(name,)) for name in ("evals", "tests")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    steps = {s.name: s for s in Manifest.read(run_dir.manifest_path).steps}
+    assert {n: (s.status, s.detail) for n, s in steps.items()} == \
+        {"evals": (StepStatus.PASSED, "round 59"), "tests": (StepStatus.PASSED, "round 59")}
+    assert all(s.started <= s.ended for s in steps.values())
+    run_dir.close()

@@ -225,7 +225,8 @@ def test_markdown_has_every_section_and_legend(make_run):
             or "(e2el - ttft) / (output_tokens - 1)" in md)
     assert "python3 run.py --model SmolLM2-135M-Instruct --workflow release --device cpu" in md
     assert "Not run (skipped: spec tests are not implemented yet)" in md
-    assert re.search(r"\| 128 \| 128 \| 4 \| 16 \| 150\.0 \| 40\.0 \| 25\.00 \| 100\.0 \|", md)
+    # completed and failed requests (what the numbers rest on), then the values by unit
+    assert re.search(r"\| 128 \| 128 \| 4 \| 16 \| 0 \| 150 \| 40\.0 \| 25\.00 \| 100\.0 \|", md)
 
 
 def test_csv_rows(make_run):
@@ -336,7 +337,8 @@ def test_failed_requests_block_with_their_classes(make_run):
     assert [t.passed for t in con4.tiers] == [False, False, False]  # targets met only by the survivors
     assert run_reports.main(["--run-dir", str(run.path)]) == 3
     md = (run.path / "reports/report.md").read_text()
-    assert "| 3 | http_5xx 2, connection_reset 1 |" in md and "| 0 | none |" in md
+    # completed and failed requests beside each other; the planned prompt count last, named as such
+    assert "| 4 | 13 | 3 |" in md and "| http_5xx 2, connection_reset 1 | 16 |" in md and "| none | 8 |" in md
     rows = list(csv.DictReader(io.StringIO((run.path / "reports/summary.csv").read_text())))
     assert next(r for r in rows if r["item"] == CON4)["failure_classes"] == "http_5xx 2, connection_reset 1"
     assert "http_5xx 2, connection_reset 1" in (run.path / "reports/report.html").read_text()
@@ -417,3 +419,23 @@ def test_only_a_benchmarks_run_with_chosen_points_leaves_targets_unjudged():
     assert _points_chosen("benchmarks", {"workflow_args": "mode=ci"}) is None
     assert _points_chosen("release", {"workflow_args": "points=64x8x2"}) is None   # a release judges its targets
     assert _points_chosen("benchmarks", {"workflow_args": "broken"}) is None
+
+
+def test_a_running_release_with_overlapping_steps_lasts_until_its_last_finished_step(make_run):
+    """The reports step runs while the run is still going (no ``ended``); evals and tests ran side by side,
+    so the duration is the span up to the last finished step, not the sum of the steps' durations."""
+    run = make_run()
+
+    def overlapping(manifest: dict) -> None:
+        manifest["status"], manifest["ended"] = "running", None
+        manifest["started"] = "2026-01-11T09:00:00+00:00"
+        manifest["steps"] = [
+            {"name": "evals", "status": "passed", "started": "2026-01-11T09:00:00+00:00",
+             "ended": "2026-01-11T09:00:33+00:00", "duration_s": 33.0, "outputs": [], "detail": ""},
+            {"name": "tests", "status": "passed", "started": "2026-01-11T09:00:00+00:00",
+             "ended": "2026-01-11T09:00:36+00:00", "duration_s": 36.0, "outputs": [], "detail": ""},
+            {"name": "reports", "status": "running", "started": "2026-01-11T09:00:36+00:00", "ended": None,
+             "duration_s": None, "outputs": [], "detail": ""}]
+
+    run.edit("manifest.json", overlapping)
+    assert build_report(run.path).metadata.duration_s == 36.0  # not 33 + 36

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 import dataclasses
 import json
+
+import pytest
 
 from contracts.model_spec import DeviceType
 from contracts.workflow_args import NOT_YET_AVAILABLE, WorkflowType
@@ -137,7 +137,7 @@ def test_good_device_ids() -> None:
 def test_unknown_workflow_args_keys() -> None:
     message = error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "tests",
                        "--workflow-args", "mode=smoke colour=blue")
-    assert message == "unknown --workflow-args key(s) for tests: colour; valid keys: compare_hosts, list_tests, markers, mode, on_regression, perf_tiers, regression_tolerance, test_name"
+    assert message == "unknown --workflow-args key(s) for tests: colour; valid keys: compare_hosts, currency, hourly_cost, list_tests, markers, mode, on_regression, overlap, perf_tiers, regression_tolerance, test_name"
     assert error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "evals",
                     "--workflow-args", "mode=huge") == "--workflow-args mode='huge' is not one of: smoke, ci, full"
     assert error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "evals",
@@ -251,8 +251,8 @@ def test_workflow_args_evals_does_not_own_pass_through_and_are_recorded() -> Non
     ("evals", "mdoe=smoke", "unknown --workflow-args key 'mdoe' for evals; did you mean 'mode'?"),
     ("benchmarks", "point=1x1x1", "unknown --workflow-args key 'point' for benchmarks; did you mean 'points'?"),
     ("evals", "batch_size=four", "--workflow-args batch_size='four' must be an integer >= 1 (lm-eval's batch_size)"),
-    ("benchmarks", "max_tokens=512", "--workflow-args max_tokens is set by the benchmark itself (each point's "
-                                     "output length: choose it with points=ISLxOSLxCON)"),
+    ("benchmarks", "max_tokens=512", ("--workflow-args max_tokens is set by the benchmark itself (each point's "
+                                      "output length: choose it with points=ISLxOSLxCON)")),
     ("evals", "max-tokens=5", "--workflow-args key 'max-tokens' is not a setting name (letters, digits, _)"),
 ])
 def test_workflow_args_typos_and_bad_pass_through_values(workflow: str, text: str, message: str) -> None:

@@ -19,15 +19,16 @@ import pytest
 from rich.console import Console
 
 from contracts import REPO_ROOT
+from contracts.model_spec import DeviceType
 from contracts.run_dir import Manifest, RunDirectory, RunStatus, StepStatus
-from contracts.workflow_args import WorkflowType
+from contracts.workflow_args import RELEASE_STAGES, TIMES_NOTHING, WorkflowType, overlap_enabled
 from tests.helpers import free_port, verdict_exit_code
 from workflows import pipeline
 from workflows.catalog import load_catalog
 from workflows.cli import parse_args
 from workflows.clients import ClientResult, ConsoleFilter, Interrupted
 from workflows.outcome import summary_lines
-from workflows.pipeline import PipelineStep, RunContext, StepFailed, client_sequence, needs_server
+from workflows.pipeline import PipelineStep, RunContext, StepFailed, client_sequence, client_stages, needs_server
 from workflows.processes import die_with_parent
 from workflows.ui import Ui
 
@@ -37,10 +38,22 @@ SPEC = load_catalog().specs["id_vllm-cpu_SmolLM2-135M-Instruct_cpu"]
 
 def test_release_sequence_and_reports_follow_every_workflow() -> None:
     assert [w.value for w in client_sequence(WorkflowType.RELEASE)] == \
-        ["evals", "benchmarks", "tests", "stress_tests", "reports"]
+        ["evals", "tests", "benchmarks", "stress_tests", "reports"]
     assert client_sequence(WorkflowType.BENCHMARKS) == [WorkflowType.BENCHMARKS, WorkflowType.REPORTS]
     assert client_sequence(WorkflowType.SERVER) == []
     assert not needs_server(WorkflowType.REPORTS) and needs_server(WorkflowType.EVALS)
+
+
+def test_release_stages_share_the_server_only_between_workflows_that_time_nothing() -> None:
+    stages = [[w.value for w in stage] for stage in client_stages(WorkflowType.RELEASE)]
+    assert stages == [["evals", "tests"], ["benchmarks"], ["stress_tests"], ["reports"]]
+    assert all(len(stage) == 1 or set(stage) <= TIMES_NOTHING for stage in RELEASE_STAGES)
+    assert WorkflowType.BENCHMARKS not in TIMES_NOTHING and WorkflowType.STRESS_TESTS not in TIMES_NOTHING
+    # overlap=0: the same order, every workflow alone
+    assert client_stages(WorkflowType.RELEASE, overlap=False) == [(w,) for w in client_sequence(WorkflowType.RELEASE)]
+    assert client_stages(WorkflowType.EVALS) == [(WorkflowType.EVALS,), (WorkflowType.REPORTS,)]
+    assert overlap_enabled({}) and overlap_enabled({"overlap": "1"}) and not overlap_enabled({"overlap": "0"})
+    assert not overlap_enabled({}, default=False) and overlap_enabled({"overlap": "true"}, default=False)
 
 
 # ---------------------------------------------------------------------------------- fakes
@@ -155,7 +168,7 @@ def test_interrupt_stops_the_client_then_still_reports_marked_interrupted(tmp_pa
     restore = signal.getsignal(signal.SIGINT)
     assert pipeline.execute(ctx, ()) == 130
     assert signal.getsignal(signal.SIGINT) is restore  # handlers restored after the run
-    assert clients.calls == ["evals", "benchmarks", "reports"]
+    assert sorted(clients.calls[:2]) == ["evals", "tests"] and clients.calls[2:] == ["benchmarks", "reports"]
     assert clients.manifest_status_at_reports == "interrupted"
     steps = statuses(ctx)
     assert steps["benchmarks"] == "failed" and steps["reports"] == "passed" and steps["evals"] == "passed"
@@ -177,6 +190,203 @@ def test_a_real_signal_becomes_exit_143_with_a_report(tmp_path) -> None:
     ctx.venv_pythons["reports"] = Path(sys.executable)
     assert pipeline.execute(ctx, ()) == 143
     assert statuses(ctx)["reports"] == "passed"
+
+
+# ---------------------------------------------------------------------------------- stages side by side
+
+
+class TimedClients(FakeClients):
+    """FakeClients that take ``seconds`` each and remember when each ran (monotonic start, end)."""
+
+    def __init__(self, seconds: float = 0.3, **outcome):
+        super().__init__(**outcome)
+        self.seconds = seconds
+        self.spans: dict[str, tuple[float, float]] = {}
+
+    def __call__(self, ctx: RunContext, workflow: WorkflowType) -> ClientResult:
+        t0 = time.monotonic()
+        time.sleep(self.seconds if self.outcome.get(workflow.value, 0) == 0 else self.seconds / 3)
+        try:
+            return super().__call__(ctx, workflow)
+        finally:
+            self.spans[workflow.value] = (t0, time.monotonic())
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def _overlapping(spans: dict[str, tuple[float, float]]) -> set[frozenset[str]]:
+    names = sorted(spans)
+    return {frozenset((x, y)) for i, x in enumerate(names) for y in names[i + 1:] if _overlap(spans[x], spans[y])}
+
+
+def test_a_release_runs_evals_and_tests_side_by_side_and_the_timed_workflows_alone(tmp_path) -> None:
+    clients = TimedClients()
+    ctx, out = make_ctx(tmp_path, "--workflow", "release", "--workflow-args", "overlap=1", runner=clients)
+    assert pipeline.execute(ctx, ()) == 0
+    assert _overlapping(clients.spans) == {frozenset({"evals", "tests"})}  # benchmarks overlaps nothing
+    assert clients.calls[2:] == ["benchmarks", "stress_tests", "reports"]
+    # each its own manifest step, with its own times; both were open at once
+    steps = {s.name: s for s in ctx.run_dir.manifest.steps}
+    assert all(steps[w].status is StepStatus.PASSED for w in ("evals", "tests", "benchmarks", "reports"))
+    evals, tests, bench = steps["evals"], steps["tests"], steps["benchmarks"]
+    assert evals.started < tests.ended and tests.started < evals.ended
+    assert max(evals.ended, tests.ended) <= bench.started
+    text = out.getvalue()
+    assert text.count("Running evals and tests side by side") == 1 and "Running evals\n" not in text
+    assert "✔ evals" in text and "✔ tests" in text
+
+
+def test_a_cpu_engine_runs_every_client_alone_by_default_an_accelerator_side_by_side(tmp_path) -> None:
+    clients = TimedClients(seconds=0.1)
+    ctx, _ = make_ctx(tmp_path, "--workflow", "release", runner=clients)
+    assert ctx.spec.device_type is DeviceType.CPU and not pipeline.overlap_by_default(ctx)
+    assert pipeline.execute(ctx, ()) == 0
+    assert _overlapping(clients.spans) == set()
+    gpu = replace(ctx, spec=replace(ctx.spec, device_type=DeviceType.GPU))
+    assert pipeline.overlap_by_default(gpu)
+
+
+def test_overlap_0_runs_every_client_workflow_alone_in_the_same_order(tmp_path) -> None:
+    clients = TimedClients(seconds=0.1)
+    ctx, _ = make_ctx(tmp_path, "--workflow", "release", "--workflow-args", "overlap=0", runner=clients)
+    assert pipeline.execute(ctx, ()) == 0
+    assert _overlapping(clients.spans) == set()
+    assert clients.calls == ["evals", "tests", "benchmarks", "stress_tests", "reports"]
+    from workflows.clients import args_for
+
+    assert not any("overlap" in args_for(w, ctx.options.workflow_args) for w in client_sequence(WorkflowType.RELEASE)
+                   if w is not WorkflowType.REPORTS)  # the orchestrator's key: no client is handed it
+
+
+def test_a_second_status_while_one_is_live_draws_nothing_instead_of_failing() -> None:
+    """rich draws one live display per console; a second would raise LiveError mid-run."""
+    out = io.StringIO()
+    ui = Ui(Console(file=out, width=100, force_terminal=True))
+    with ui.status("Running evals and tests side by side"), ui.status("Running tests"):
+        ui.step_done("tests", "", 0.1)
+    text = out.getvalue()
+    assert "Running evals and tests side by side" in text and "Running tests" not in text and "tests" in text
+
+
+def test_a_failed_client_does_not_stop_the_one_beside_it(tmp_path) -> None:
+    clients = TimedClients(evals=1)
+    ctx, _ = make_ctx(tmp_path, "--workflow", "release", "--workflow-args", "overlap=1", runner=clients)
+    assert pipeline.execute(ctx, ()) == 1  # a failed workflow, as when they ran one after another
+    assert statuses(ctx)["evals"] == "failed" and statuses(ctx)["tests"] == "passed"
+    assert clients.spans["evals"][1] < clients.spans["tests"][1]  # evals ended first; tests went on
+    assert clients.calls[2:] == ["benchmarks", "stress_tests", "reports"]
+    assert ctx.run_dir.manifest.step("evals").detail == "exit code 1"
+
+
+# Real children: each leads its process group with a grandchild in it, says when its signal handler is
+# in place, and on SIGTERM/SIGINT writes a partial result (listed in outputs.json) before it exits 128+N.
+FAKE_CLIENT = r"""
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+out = Path(sys.argv[1]) / sys.argv[2]
+out.mkdir(parents=True, exist_ok=True)
+def flush(signum, frame):
+    (out / "partial.json").write_text(json.dumps({"stopped_by": signal.Signals(signum).name}))
+    (out / "outputs.json").write_text(json.dumps({"outputs": [sys.argv[2] + "/partial.json"]}))
+    sys.exit(128 + signum)
+signal.signal(signal.SIGTERM, flush)
+signal.signal(signal.SIGINT, flush)
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+(out / "pid").write_text(str(os.getpid()))
+print(sys.argv[2], "started", flush=True)
+time.sleep(float(sys.argv[3]))
+"""
+
+
+@pytest.fixture
+def fake_client_commands(monkeypatch):
+    """Every client workflow is FAKE_CLIENT sleeping ``seconds`` (default 30); returns the dict to set them."""
+    from workflows import clients
+
+    seconds: dict[str, float] = {}
+    monkeypatch.setattr(clients, "child_command", lambda ctx, workflow: [
+        sys.executable, "-c", FAKE_CLIENT, str(ctx.run_dir.path), workflow.value, str(seconds.get(workflow.value, 30))])
+    monkeypatch.setattr(clients, "SERVER_WATCH_INTERVAL_S", 0.05)
+    return seconds
+
+
+def _wait_until_started(run_dir: Path, *workflows: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not all((run_dir / w / "pid").exists() for w in workflows):
+        assert time.monotonic() < deadline, "the fake clients did not start"
+        time.sleep(0.02)
+
+
+def _group_gone(run_dir: Path, workflow: str) -> bool:
+    from tests.helpers import live_group_members
+
+    return live_group_members(int((run_dir / workflow / "pid").read_text())) == []
+
+
+def test_a_signal_stops_both_children_and_keeps_their_partial_results(tmp_path, fake_client_commands) -> None:
+    from workflows.resume import CLIENT_FILE
+
+    ctx, out = make_ctx(tmp_path, "--workflow", "release", "--workflow-args", "overlap=1")
+    run = ctx.run_dir.path
+    recorded: list[str] = []
+
+    def interrupt() -> None:
+        _wait_until_started(run, "evals", "tests")
+        recorded.extend(c["workflow"] for c in json.loads((run / CLIENT_FILE).read_text())["clients"])
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    t0 = time.monotonic()
+    assert pipeline.execute(ctx, ()) == 143
+    assert time.monotonic() - t0 < 5
+    assert sorted(recorded) == ["evals", "tests"]  # a rerun after kill -9 would stop both
+    for workflow in ("evals", "tests"):
+        step = ctx.run_dir.manifest.step(workflow)
+        assert (step.status, step.detail) == (StepStatus.FAILED, "interrupted by SIGTERM")
+        assert step.outputs == [f"{workflow}/partial.json"]  # what the child flushed on the signal is kept
+        assert json.loads((run / workflow / "partial.json").read_text()) == {"stopped_by": "SIGTERM"}
+        assert _group_gone(run, workflow)  # the child and the grandchild in its group
+    assert statuses(ctx)["benchmarks"] == "not_run" and ctx.run_dir.manifest.status is RunStatus.INTERRUPTED
+    assert not (run / CLIENT_FILE).exists() and len(ctx.children) == 0
+    assert "evals│ evals started" in out.getvalue() and "tests│ tests started" in out.getvalue()
+
+
+class DyingServer:
+    """A server handle that run.py watches (kind local) and that exits with code 7 after ``after_s``."""
+
+    kind, base_url, served_model_name = "local", "http://127.0.0.1:9", MODEL
+
+    def __init__(self, after_s: float) -> None:
+        self.death = time.monotonic() + after_s
+
+    def is_alive(self) -> bool:
+        return time.monotonic() < self.death
+
+    def exit_code(self) -> int | None:
+        return None if self.is_alive() else 7
+
+    def log_tail(self, n: int = 40) -> str:
+        return "fake engine: simulated crash"
+
+
+def test_a_dying_server_stops_both_children_with_the_same_error(tmp_path, fake_client_commands) -> None:
+    ctx, out = make_ctx(tmp_path, "--workflow", "release", "--workflow-args", "overlap=1")
+    ctx.server = DyingServer(after_s=1.0)  # type: ignore[assignment]
+    t0 = time.monotonic()
+    assert pipeline.execute(ctx, ()) == 1
+    assert time.monotonic() - t0 < 5
+    run = ctx.run_dir.path
+    for workflow in ("evals", "tests"):
+        step = ctx.run_dir.manifest.step(workflow)
+        assert (step.status, step.detail) == (StepStatus.FAILED, f"the server exited (code 7) during {workflow}")
+        assert step.outputs == [f"{workflow}/partial.json"] and _group_gone(run, workflow)
+    assert {statuses(ctx)[w] for w in ("benchmarks", "stress_tests", "reports")} == {"not_run"}
+    closing = out.getvalue().strip().splitlines()[-2:]  # the cause (the first of the stage), then the other
+    assert closing == ["error: run failed: the server exited (code 7) during evals",
+                       "error: step tests failed: the server exited (code 7) during tests"]
+    assert "fake engine: simulated crash" in out.getvalue()
 
 
 # ---------------------------------------------------------------------------------- single steps
@@ -337,7 +547,7 @@ def stub_server(fake_server_process) -> str:
 
 def run_py(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPO_ROOT / "run.py"), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO_ROOT)
+                          timeout=timeout, cwd=REPO_ROOT, check=False)
 
 
 @pytest.mark.slow
@@ -412,7 +622,7 @@ def test_server_dying_mid_run_stops_with_log_tail_and_keeps_results(tmp_path) ->
         [sys.executable, str(REPO_ROOT / "run.py"), "--model", MODEL, "--device", "cpu",
          "--workflow", "benchmarks", "--local-server", "--service-port", str(free_port()), "--no-auth",
          "--disable-trace-capture", "--workflow-args", "mode=full", "--output-dir", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, env=env)
+        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, env=env, check=False)
     assert result.returncode == 1, result.stdout[-3000:]
     assert "the server exited (code 7) during benchmarks" in result.stdout
     assert "fake engine: simulated crash" in result.stdout

@@ -13,6 +13,7 @@ from workflows.resume import (
     find_killed_run,
     mark_client,
     mark_owner,
+    release_client,
     release_owner,
     stop_orphans,
 )
@@ -77,8 +78,8 @@ def test_the_killed_runs_client_is_stopped_by_pid_and_start_time(tmp_path):
         mark_client(tmp_path, client.pid, "benchmarks")
         lines = stop_orphans(tmp_path, timeout=10)
         assert client.wait(timeout=10) is not None
-        assert lines == [f"stopped the killed run's client workflow benchmarks (process group {client.pid}): "
-                         f"ended on SIGTERM"]
+        assert lines == [(f"stopped the killed run's client workflow benchmarks (process group {client.pid}): "
+                          f"ended on SIGTERM")]
         assert not (tmp_path / CLIENT_FILE).exists()
     finally:
         client.kill()
@@ -95,3 +96,27 @@ def test_a_pid_file_naming_another_process_stops_nothing(tmp_path):
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_two_clients_side_by_side_are_both_recorded_and_both_stopped(tmp_path):
+    """A release runs evals and tests at once: client.pid.json names both until each ends, and a rerun
+    after kill -9 stops every one it names."""
+    evals, tests = (subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+                    for _ in range(2))
+    try:
+        mark_client(tmp_path, evals.pid, "evals")
+        mark_client(tmp_path, tests.pid, "tests")
+        assert [c["workflow"] for c in json.loads((tmp_path / CLIENT_FILE).read_text())["clients"]] == \
+            ["evals", "tests"]
+        release_client(tmp_path, evals.pid)  # evals ended first
+        assert [c["workflow"] for c in json.loads((tmp_path / CLIENT_FILE).read_text())["clients"]] == ["tests"]
+        mark_client(tmp_path, evals.pid, "evals")
+        assert stop_orphans(tmp_path, timeout=10) == [
+            f"stopped the killed run's client workflow {name} (process group {proc.pid}): ended on SIGTERM"
+            for name, proc in (("tests", tests), ("evals", evals))]
+        assert evals.wait(timeout=10) is not None and tests.wait(timeout=10) is not None
+        assert not (tmp_path / CLIENT_FILE).exists()
+        release_client(tmp_path, tests.pid)  # nothing left to release: no file, no error
+    finally:
+        evals.kill()
+        tests.kill()
