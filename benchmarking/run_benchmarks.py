@@ -278,7 +278,8 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
         server_metrics=server_metrics, warnings=warnings, interrupted=interrupted, complete=interrupted is None,
         workload=summary, server_state=state, sampling=sampling)
     record.set_cost(cost, watched)
-    _judge(ctx, point, record)
+    ok = [r for r in finished if r.success and not r.warmup]
+    _judge(ctx, point, record, [r.ttft * 1000.0 for r in ok], [r.tpot * 1000.0 for r in ok if r.tpot is not None])
     record.write(stem + ".json")  # written last: its presence means done
     for w in warnings:  # after the files: an interrupted point is on disk before anything is said
         _log(f"WARNING {point.stem}: {w}")
@@ -294,14 +295,28 @@ def _point_params(point: Point, b: BenchArgs, **extra) -> PointParams:
                        burstiness=b.burstiness, endpoint=b.endpoint, source=point.source, **extra)
 
 
-def _judge(ctx: Context, point: Point, record: BenchPoint) -> None:
-    """The release judge's verdict per tier on this point (records.judge.check_tier, the same
-    function the report uses), stored with the point for the console table."""
-    from records.judge import check_tier, max_error_rate, required_tiers
+def _judge(ctx: Context, point: Point, record: BenchPoint, ttfts_ms: list[float] | None = None,
+           tpots_ms: list[float] | None = None) -> None:
+    """The release judge's verdict per tier on this point (records.judge.check_tier, the same function
+    the report uses), stored with the point for the console table. With the point's per-request values,
+    each tier also carries the report's one decision (``decision``: every target decided on its interval,
+    ``records.judge.target_estimates``; a point whose error rate fails fails every tier), so the console
+    never shows a point value's pass where the report says the interval cannot tell."""
+    from records.judge import (TARGET_CHECKS, check_tier, max_error_rate, required_tiers, target_decision,
+                               target_estimates, tier_decision)
     allowed, _ = max_error_rate(ctx.spec)
     required = required_tiers(ctx.spec.status.name, ctx.bench.perf_tiers)
     record.targets = {tier: check_tier(tier, tier in required, targets, record, allowed).to_dict()
                       for tier, targets in (point.targets or {}).items() if isinstance(targets, dict)}
+    if ttfts_ms is None or tpots_ms is None:
+        return
+    estimates = target_estimates(ttfts_ms, tpots_ms, record.point.users)
+    for tier in record.targets.values():
+        decisions = [target_decision(key, estimates[key].interval, tier[key]) for key in TARGET_CHECKS
+                     if tier.get(key) is not None]
+        if tier.get("error_rate_pass") is False:
+            decisions.append("fail")
+        tier["decision"] = tier_decision(decisions, True)
 
 
 def run_vllm_point(ctx: Context, point: Point, python: str, budget_s: float | None) -> dict | None:
@@ -339,7 +354,7 @@ def run_vllm_point(ctx: Context, point: Point, python: str, budget_s: float | No
         metrics=BenchMetrics.from_dict(vllm_tool.to_point_metrics(raw)), requests_file=None,
         raw_file=ctx.rel(raw_path), command=" ".join(cmd[:2] + ["<shim>"] + cmd[3:]))
     record.set_cost(cost, watched)
-    _judge(ctx, point, record)
+    _judge(ctx, point, record)  # no per-request values from vllm bench: the point value decides its table cell
     record.write(os.path.join(ctx.out_dir, point.stem + ".vllm-bench.json"))
     return record.to_dict()
 
@@ -360,6 +375,15 @@ def _fmt(v, nd=1) -> str:
     return "-" if v is None else f"{v:.{nd}f}"
 
 
+def _tier_word(tier: dict) -> str:
+    """The report's decision of a tier (pass/fail/inconclusive on the targets' intervals) where the point
+    had per-request values; else the point value's ok/MISS (a point of another tool)."""
+    decision = tier.get("decision")
+    if decision:
+        return {"pass": "pass", "fail": "FAIL", "inconclusive": "undecided"}.get(decision, decision)
+    return "ok" if tier.get("passed") else "MISS"
+
+
 def print_table(records: list[dict]) -> None:
     """Plain-text summary table of every point of this run."""
     head = ("tool", "ISL", "OSL", "Con", "N", "ok", "fail", "TTFT ms", "TPOT ms", "t/s/u", "Decode t/s",
@@ -367,8 +391,8 @@ def print_table(records: list[dict]) -> None:
     rows = []
     for rec in records:
         m, p = rec["metrics"], rec["point"]
-        verdicts = [f"{tier[0]}:{'ok' if t.get('passed') else 'MISS'}"
-                    for tier, t in (rec.get("targets") or {}).items() if t.get("passed") is not None]
+        verdicts = [f"{tier[0]}:{_tier_word(t)}" for tier, t in (rec.get("targets") or {}).items()
+                    if t.get("passed") is not None or t.get("decision")]
         rows.append((rec["tool"], str(p["isl"]), str(p["osl"]), str(p["max_concurrency"]), str(p["num_prompts"]),
                      str(m.get("completed")), str(m.get("failed")), _fmt(m.get("mean_ttft_ms")),
                      _fmt(m.get("mean_tpot_ms")), _fmt(m.get("tput_user"), 2), _fmt(m.get("decode_throughput")),

@@ -98,6 +98,10 @@ def test_run_benchmarks_samples_until_decided_and_records_why(stub_factory, tmp_
     assert len(rows) == s4["requests"] == rec[4]["metrics"]["completed"]
     assert len({json.loads(r)["request_id"] for r in rows}) == len(rows)  # rounds never reuse an id
     assert any(f"stopped: {why}" in p.stdout for why in ("precision", "sample_budget", "max_requests"))
+    # the console table shows the report's one decision per tier, never a point value's ok beside an undecided check
+    table = {line.split()[3]: line.split()[-1] for line in p.stdout.splitlines()
+             if line.strip().startswith("tt-bench") and len(line.split()) > 4}
+    assert table == {"1": "f:pass", "2": "f:FAIL", "4": "f:undecided"}, p.stdout
     _the_report_decides_the_same_checks(run_dir, rec)
 
 
