@@ -112,7 +112,8 @@ def capacity_checks(record: CapacityRecord) -> list[Check]:
         detail = f"no capacity target: shown, not required; level {level.level:g}: {level.reason}"
     return [Check(name=f"capacity goodput {record.metric} {level.level:g}", category="stress_tests", item=record.name,
                   required=required, value=level.goodput, ci95=ci, ci_method=GOODPUT_METHOD, n=level.sent,
-                  target=record.goodput_goal, decision=decision, detail=detail)]
+                  target=record.goodput_goal, decision=decision, detail=detail, looks=level.repeats,
+                  stopped="decided" if decision != INCONCLUSIVE else "budget")]
 
 
 def _level(record: CapacityRecord) -> CapacityLevel | None:

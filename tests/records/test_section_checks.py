@@ -96,6 +96,7 @@ def test_capacity_is_the_goodput_of_the_level_that_decides_it():
     assert (met.name, met.value, met.ci95, met.n, met.target, met.decision, met.required) == (
         "capacity goodput concurrency 2", 0.98, [0.90, 1.0], 80, 0.95, "pass", True)
     assert "Wilson" in met.ci_method
+    assert (met.looks, met.stopped) == (1, "decided")  # measured once; how the level stopped
     undecided = _capacity(2.0, [_level(2.0, False, marginal=True, good=(0.97, 0.8, 1.0), sent=12)], passed=None,
                           capacity=0.0)
     check = capacity_checks(undecided)[0]
