@@ -201,6 +201,10 @@ class CapacityRecord(TypedRecord):
     undecided_level: float | None = described("the level the search stopped at because its 95% interval could "
                                               "not decide it (null: none)", None)
     stop_reason: str = described("why the search stopped", "")
+    cliff: str | None = described("goodput collapsing between two adjacent measured levels: the lower one at or "
+                                  "above the goal, the next one below half of it (records.stress.find_cliff); past "
+                                  "the capacity the server does not degrade gently there; null when none was seen",
+                                  None)
     target: float | None = described("capacity the spec (or capacity_target=) expects", None)
     target_source: str | None = described("where the target came from", None)
     target_met: bool | None = described("capacity >= target (null: no target)", None)
@@ -211,3 +215,17 @@ class CapacityRecord(TypedRecord):
                             "the target level's goodput interval still holds the goal", "failed")
     passed: bool | None = described("same as status == passed (null: inconclusive)", False)
     detail: str = described("one-line answer", "")
+
+
+def find_cliff(levels: list[CapacityLevel], goal: float) -> str | None:
+    """Where goodput collapses between adjacent measured levels (sorted by level): the lower level's goodput
+    at or above ``goal``, the next one's below half of it. Why flag it: a capacity search reports the
+    highest level that held, which reads the same whether one more user costs a few late requests or
+    nearly all of them; the second is a cliff an operator must stay well clear of (an SLA search such as
+    AIPerf's says so too). None when the curve degrades gently or too few levels were measured."""
+    ordered = sorted(levels, key=lambda lv: lv.level)
+    for low, high in zip(ordered, ordered[1:]):
+        if low.goodput >= goal and high.goodput < goal / 2:
+            return (f"goodput {low.goodput:.0%} at {low.level:g} falls to {high.goodput:.0%} at {high.level:g}: "
+                    f"a cliff, not a gentle decline")
+    return None

@@ -295,7 +295,7 @@ def search_into_record(record, measure, slos, a: StressArgs, integer: bool, out_
     """Run the capacity search with ``measure`` and fill ``record`` (a CapacityRecord): every level, the
     answer and the judgement. Shared by LLM and media runs; the record is rewritten after each level,
     so an interrupted search keeps the curve so far."""
-    from records.stress import CapacityLevel
+    from records.stress import CapacityLevel, find_cliff
     from stress_tests.capacity import search_capacity
 
     def level_record(j) -> CapacityLevel:
@@ -325,6 +325,7 @@ def search_into_record(record, measure, slos, a: StressArgs, integer: bool, out_
     record.bracket_held, record.bracket_failed = result.bracket
     record.converged, record.stop_reason = result.converged, result.stop_reason
     record.undecided_level = result.undecided
+    record.cliff = find_cliff(record.levels, a.goodput)
     answer = (f"capacity {result.capacity:g}{unit} ({record.metric}) under {', '.join(record.slos)} "
               f"with goodput >= {a.goodput:.0%}")
     at_capacity = next((lv for lv in record.levels if lv.level == result.capacity and lv.holds), None)
@@ -332,6 +333,8 @@ def search_into_record(record, measure, slos, a: StressArgs, integer: bool, out_
         record.capacity_items_per_s = at_capacity.items_per_s
         answer += f" = {at_capacity.items_per_s:g} items/s measured there"
     answer += f"; {result.stop_reason}; {len(result.levels)} levels in {record.search_wall_s:.0f} s"
+    if record.cliff:
+        answer += f"; {record.cliff}"
     if interrupted():
         record.stop_reason = "interrupted; " + record.stop_reason
     # a budget that ran out above a decided target level leaves the target's answer standing

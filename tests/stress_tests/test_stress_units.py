@@ -294,3 +294,16 @@ def test_a_smoke_run_defaults_to_its_load_point_only():
     assert parse_stress_args({"mode": "smoke"}).run_modes == ("single",)
     assert parse_stress_args({"mode": "ci"}).run_modes == ("single", "capacity")
     assert parse_stress_args({"mode": "smoke", "run_mode": "capacity"}).run_modes == ("capacity",)
+
+
+def test_a_goodput_collapse_between_adjacent_levels_is_flagged_as_a_cliff():
+    from records.stress import CapacityLevel, find_cliff
+
+    def level(at: float, goodput: float) -> CapacityLevel:
+        return CapacityLevel(at, goodput >= 0.95, goodput=goodput)
+
+    # measured out of order (a search brackets then bisects): the curve is read sorted by level
+    cliff = find_cliff([level(4, 1.0), level(16, 0.05), level(8, 0.97)], 0.95)
+    assert cliff is not None and "97% at 8" in cliff and "5% at 16" in cliff
+    assert find_cliff([level(4, 1.0), level(8, 0.9), level(16, 0.6)], 0.95) is None  # a gentle decline
+    assert find_cliff([level(4, 1.0)], 0.95) is None
