@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "that ended with nothing failed (the default of release when one exists), or a run "
                              "directory or a run id from the run history that finished on this host (else exit 2; "
                              "--workflow-args compare_hosts=any for another host's); a regression beyond "
-                             "regression_tolerance fails the verdict (--workflow-args on_regression=warn only shows it)")
+                             "regression_tolerance fails the verdict (--workflow-args on_regression=warn only "
+                             "shows it)")
     parser.add_argument("--ignore-verdict", action="store_true",
                         help="write reports but exit 0 even when the release verdict is FAIL")
     parser.add_argument("--history", action="store_true",
@@ -326,6 +327,9 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     ns = build_parser().parse_args(list(argv))
+    for name, value in vars(ns).items():
+        if isinstance(value, list):  # argparse turns `--flag=--` into [] (the "--" is read as the separator)
+            raise UsageError(f"--{name.replace('_', '-')} needs a value, not '--'")
     flags = {k: v for k, v in sorted(vars(ns).items()) if k not in ("list", "format", "history")}
     if ns.format not in LIST_FORMATS:
         raise UsageError(f"unknown --format {_shown(ns.format)}; valid: {', '.join(LIST_FORMATS)}")
@@ -351,7 +355,8 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     if ns.local_server and ns.docker_server:
         raise UsageError("--local-server and --docker-server cannot be used together; pick one")
     if ns.server_url and (ns.local_server or ns.docker_server):
-        raise UsageError("--server-url points at a running server; it cannot be combined with --local-server/--docker-server")
+        raise UsageError("--server-url points at a running server; it cannot be combined with "
+                         "--local-server/--docker-server")
     if workflow is WorkflowType.SERVER and not (ns.local_server or ns.docker_server):
         raise UsageError("--workflow server starts a server: add --local-server or --docker-server")
     if ns.auth == "jwt-gateway" and ns.no_auth:
@@ -419,7 +424,7 @@ def resolve_spec(options: RunOptions, catalog: Catalog) -> ModelSpec:
         except FileNotFoundError:
             raise UsageError(f"--model-spec-json {path} does not exist") from None
         except OSError as exc:
-            raise UsageError(f"--model-spec-json {path} cannot be read: {exc.strerror or exc}") from None
+            raise UsageError(f"--model-spec-json {_shown(path)} cannot be read: {exc.strerror or exc}") from None
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             # A spec is data: anything its reader trips over means the file is not a spec.
             reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, (KeyError, AttributeError)) else str(exc)
@@ -440,7 +445,7 @@ def _check_spec_file(path: Path) -> None:
     except FileNotFoundError:
         raise UsageError(f"--model-spec-json {path} does not exist") from None
     except OSError as exc:
-        raise UsageError(f"--model-spec-json {path} cannot be read: {exc.strerror or exc}") from None
+        raise UsageError(f"--model-spec-json {_shown(path)} cannot be read: {exc.strerror or exc}") from None
     if not stat.S_ISREG(info.st_mode):
         raise UsageError(f"--model-spec-json {path} is not a regular file")
     if info.st_size > MAX_SPEC_BYTES:

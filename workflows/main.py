@@ -112,6 +112,20 @@ def _rebuild_reports(options: RunOptions, ui) -> int:
     return code
 
 
+#: The longest error line run.py prints: a message quoting a hostile value (a 5000-character URL) is cut in the
+#: middle, keeping its start (which flag) and its end (why it was refused).
+MAX_ERROR_LINE = 600
+
+
+def error_line(message: str, limit: int = MAX_ERROR_LINE) -> str:
+    """``message`` as is when it is at most ``limit`` characters, else cut in the middle to about that."""
+    text = message
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit * 2 // 3], text[-(limit // 4):]
+    return f"{head} [... {len(text) - len(head) - len(tail)} characters cut ...] {tail}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """run.py's whole life: no input, however bad, shows a Python traceback on the console.
 
@@ -194,7 +208,7 @@ def _run(argv: list[str]) -> int:
         except OSError as exc:
             raise UsageError(f"--output-dir {path} cannot hold the run's files: {exc.strerror or exc}") from None
     except UsageError as exc:
-        print(f"run.py: error: {exc}", file=sys.stderr)
+        print(f"run.py: error: {error_line(str(exc))}", file=sys.stderr)
         return 2
 
     from workflows import pipeline

@@ -138,7 +138,6 @@ def stop_orphans(run_dir: Path, timeout: float = ORPHAN_STOP_TIMEOUT_S) -> list[
     for name, what in ((CLIENT_FILE, "client workflow"), ("server.pid.json", "server")):
         data = _read(Path(run_dir) / name)
         entries = _clients(data) if name == CLIENT_FILE else [data] if isinstance(data, dict) else []
-        stopped = False
         for info in entries:
             pgid = info.get("pgid", info.get("pid"))
             # Without a start time a pid may be anyone's by now: only a process known to be the same is stopped.
@@ -146,8 +145,8 @@ def stop_orphans(run_dir: Path, timeout: float = ORPHAN_STOP_TIMEOUT_S) -> list[
                 continue
             label = f"{what} {info.get('workflow') or ''}".strip()
             lines.append(f"stopped the killed run's {label} (process group {pgid}): {_stop_group(pgid, timeout)}")
-            stopped = True
-        if stopped:
+        # every entry is handled (stopped, or already gone): a stale one must not outlive the rerun's own records
+        if data is not None:
             (Path(run_dir) / name).unlink(missing_ok=True)
     return lines
 

@@ -94,7 +94,8 @@ def test_no_default_impl_names_impls() -> None:
     spec.device_model_spec.default_impl = False
     try:
         assert error_of("--model", "Llama-3.1-70B-Instruct", "--workflow", "benchmarks", "--device", "t3k") == \
-            "model 'Llama-3.1-70B-Instruct' has no default impl on 't3k'; pass --impl with one of: llama2-70b, tt-transformers"
+            "model 'Llama-3.1-70B-Instruct' has no default impl on 't3k'; pass --impl with one of: llama2-70b, " \
+            "tt-transformers"
     finally:
         spec.device_model_spec.default_impl = True
 
@@ -118,7 +119,8 @@ def test_server_flag_rules() -> None:
 def test_invalid_json_names_position() -> None:
     base = ("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "benchmarks")
     assert error_of(*base, "--vllm-override-args", '{"max_num_seqs": 4,}') == \
-        "--vllm-override-args is not valid JSON: Expecting property name enclosed in double quotes (line 1, column 20, char 19)"
+        "--vllm-override-args is not valid JSON: Expecting property name enclosed in double quotes " \
+        "(line 1, column 20, char 19)"
     assert error_of(*base, "--override-tt-config", "[1]") == "--override-tt-config must be a JSON object, got list"
 
 
@@ -130,14 +132,17 @@ def test_bad_device_id(value: str) -> None:
 
 
 def test_good_device_ids() -> None:
-    args = parse("--model", "Llama-3.1-8B-Instruct", "--device", "t3k", "--workflow", "benchmarks", "--device-id", "0,1,3")
+    args = parse("--model", "Llama-3.1-8B-Instruct", "--device", "t3k", "--workflow", "benchmarks",
+                 "--device-id", "0,1,3")
     assert args.device_ids == (0, 1, 3)
 
 
 def test_unknown_workflow_args_keys() -> None:
     message = error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "tests",
                        "--workflow-args", "mode=smoke colour=blue")
-    assert message == "unknown --workflow-args key(s) for tests: colour; valid keys: compare_hosts, currency, hourly_cost, list_tests, markers, mode, on_regression, overlap, perf_tiers, regression_tolerance, test_name"
+    assert message == ("unknown --workflow-args key(s) for tests: colour; valid keys: compare_hosts, currency, "
+                       "hourly_cost, list_tests, markers, mode, on_regression, overlap, perf_tiers, "
+                       "regression_tolerance, test_name")
     assert error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "evals",
                     "--workflow-args", "mode=huge") == "--workflow-args mode='huge' is not one of: smoke, ci, full"
     assert error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "evals",
@@ -180,7 +185,8 @@ def test_model_spec_json_replay(tmp_path) -> None:
     replay = parse("--model-spec-json", str(path), "--workflow", "benchmarks")
     assert resolve_spec(replay, CATALOG).model_id == spec.model_id
     (tmp_path / "bad.json").write_text('{"model_id": 1}')
-    assert "is not a valid model spec" in error_of("--model-spec-json", str(tmp_path / "bad.json"), "--workflow", "benchmarks")
+    assert "is not a valid model spec" in error_of("--model-spec-json", str(tmp_path / "bad.json"),
+                                                   "--workflow", "benchmarks")
 
 
 @pytest.mark.parametrize("typed, device", [("N150", DeviceType.N150), ("T3K", DeviceType.T3K),
@@ -258,3 +264,10 @@ def test_workflow_args_evals_does_not_own_pass_through_and_are_recorded() -> Non
 def test_workflow_args_typos_and_bad_pass_through_values(workflow: str, text: str, message: str) -> None:
     assert error_of("--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", workflow,
                     "--workflow-args", text) == message
+
+
+def test_a_flag_given_double_dash_as_its_value_is_one_line_not_a_traceback():
+    """argparse reads `--device=--` as the "--" separator and hands back [] (a fuzz case found it)."""
+    with pytest.raises(UsageError, match="--device needs a value, not '--'"):
+        parse_args(["--model", "SmolLM2-135M-Instruct", "--device", "cpu", "--workflow", "benchmarks",
+                    "--device=--"], None)

@@ -93,6 +93,8 @@ def test_a_pid_file_naming_another_process_stops_nothing(tmp_path):
                                                               "pgid": bystander.pid}))  # no start time
         assert stop_orphans(tmp_path, timeout=1) == []
         assert bystander.poll() is None
+        # the killed run's records are handled: none is left for the rerun's own client records to pile onto
+        assert not (tmp_path / CLIENT_FILE).exists() and not (tmp_path / "server.pid.json").exists()
     finally:
         bystander.kill()
         bystander.wait()
