@@ -26,7 +26,7 @@ import sys
 import urllib.request
 
 from benchmarking import vllm_tool
-from benchmarking.certify import errors_vs_stub, stat
+from benchmarking.certify import stat
 from contracts import REPO_ROOT
 from contracts.retry import GaveUp, wait_http_ok
 
@@ -43,8 +43,9 @@ def _env() -> dict:
 
 class Stub:
     def __init__(self, cpu: int, *args: str):
-        self.proc = subprocess.Popen([sys.executable, "-m", "benchmarking.stub_server", "--port", "0", "--cpu", str(cpu),
-                                      *args], stdout=subprocess.PIPE, text=True, env=_env(), cwd=REPO_ROOT)
+        self.proc = subprocess.Popen([sys.executable, "-m", "benchmarking.stub_server", "--port", "0",
+                                      "--cpu", str(cpu), *args],
+                                     stdout=subprocess.PIPE, text=True, env=_env(), cwd=REPO_ROOT)
         self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline().split()[1])}"
 
     def get(self, path: str, post: bool = False) -> dict:
@@ -67,7 +68,8 @@ def _run_rusage(cmd: list[str], cpu: int, log_path: str) -> tuple[int, float]:
     return proc.returncode, ru.ru_utime + ru.ru_stime
 
 
-def vllm_bench(a, url: str, osl: int, n: int, out: str, name: str, *, detailed=False, prefix=None) -> tuple[dict, float]:
+def vllm_bench(a, url: str, osl: int, n: int, out: str, name: str, *, detailed=False,
+               prefix=None) -> tuple[dict, float]:
     cmd = vllm_tool.bench_command(a.vllm_python, url, "stub-model", a.tokenizer, 16, osl, 64, n, out, name,
                                   detailed=detailed)
     if prefix:
@@ -107,9 +109,10 @@ def capacity(a, out: str) -> dict:
 def timing(a, out: str) -> dict:
     stub = Stub(a.stub_cpu, "--ttft-ms", str(a.ttft_ms), "--itl-ms", str(a.itl_ms))
     try:
-        p = subprocess.run([sys.executable, "-m", "benchmarking.certify", "--url", stub.url, "--ttft-ms", str(a.ttft_ms),
-                            "--itl-ms", str(a.itl_ms), "--osl", "32", "--num-requests", "256", "--concurrency", "64",
-                            "--cpu", "0"], capture_output=True, text=True, env=_env(), cwd=REPO_ROOT, check=True)
+        p = subprocess.run([sys.executable, "-m", "benchmarking.certify", "--url", stub.url,
+                            "--ttft-ms", str(a.ttft_ms), "--itl-ms", str(a.itl_ms), "--osl", "32",
+                            "--num-requests", "256", "--concurrency", "64", "--cpu", "0"],
+                           capture_output=True, text=True, env=_env(), cwd=REPO_ROOT, check=True)
         ours = json.loads(p.stdout.strip().splitlines()[-1])
         stub.get("/stub/stats", post=True)
         raw, _ = vllm_bench(a, stub.url, 32, 256, out, "timing_vllm.json", detailed=True, prefix="vb-")

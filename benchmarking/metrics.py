@@ -2,8 +2,8 @@
 
 Definitions follow vLLM's `bench serve` so our numbers are comparable key for key; each key's
 definition is the description of its field on ``records.bench.BenchMetrics``. Percentiles use
-linear interpolation between closest ranks (numpy's default, ``contracts.intervals.percentile``) and std is the population std
-(numpy's default). An empty sample gives null, not 0.0: a point where nothing completed has no
+linear interpolation between closest ranks (numpy's default, ``contracts.intervals.percentile``) and
+std is the population std (numpy's default). An empty sample gives null, not 0.0: a point where nothing completed has no
 latency, and a judge must not read 0 ms as a fast answer. Derived figures (throughputs per user,
 decode/prefill, error rate) are computed by the record (``BenchMetrics.derive``), not here.
 """
@@ -71,7 +71,8 @@ class RequestRecord:
             "requested_output_len": self.requested_output_len, "output_tokens": self.output_tokens,
             "output_token_source": self.output_token_source,
             **({"scheduled_time_s": self.scheduled_time,
-                "lateness_ms": None if not self.send_time else round((self.send_time - self.scheduled_time) * 1000.0, 4)}
+                "lateness_ms": (None if not self.send_time
+                                else round((self.send_time - self.scheduled_time) * 1000.0, 4))}
                if self.scheduled_time is not None else {}),
             **{k: v for k, v in self.extra.items() if not hasattr(self, k)},
         }

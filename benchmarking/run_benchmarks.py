@@ -116,7 +116,8 @@ def _items(ctx: Context, prompts, osl: int):
     from benchmarking.prompts import request_body
     from benchmarking.runner import WorkItem
     chat = ctx.bench.endpoint.endswith("chat/completions")
-    return [WorkItem(request_body(p.text, osl, ctx.model, chat, ctx.bench.body_fields), p.token_len or p.intended_len, osl) for p in prompts]
+    return [WorkItem(request_body(p.text, osl, ctx.model, chat, ctx.bench.body_fields),
+                     p.token_len or p.intended_len, osl) for p in prompts]
 
 
 def warm_up(ctx: Context, pairs: list[tuple[int, int]]) -> str | None:
@@ -182,7 +183,8 @@ def _measure_sweep_point(ctx: Context, point: Point, budget_s: float | None):
             sent=len(measured), failed=len(measured) - len(ok), elapsed_s=run.duration,
             cut_short=bool(run.interrupted or run.budget_exhausted or run.stopped_by or run.not_sent))
         left = None if budget_s is None else budget_s - (time.monotonic() - started)
-        if state.stop_reason is None and left is not None and left < 2 * run.duration / max(1, len(measured)) * state.next_round:
+        if (state.stop_reason is None and left is not None
+                and left < 2 * run.duration / max(1, len(measured)) * state.next_round):
             state.stop_reason, state.detail = "sample_budget", f"{state.detail}; the point's time budget is too short"
         if state.stop_reason is not None:
             break

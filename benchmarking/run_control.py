@@ -4,8 +4,9 @@ Why a module of its own: ``run_benchmarks.py`` builds and writes point records; 
 a run stops, and what it says when it does, is a separate contract and is tested on its own.
 
 * SIGINT/SIGTERM never raise in the middle of a write: outside a point the handler only records
-  the signal (``contracts.client_main.StopSignals``, checked between steps); inside a point the runner's loop handler aborts in-flight
-  requests so the point is written as partial (``interrupted``) and the run exits 128+N.
+  the signal (``contracts.client_main.StopSignals``, checked between steps); inside a point the
+  runner's loop handler aborts in-flight requests so the point is written as partial
+  (``interrupted``) and the run exits 128+N.
 * A parent that dies sends SIGTERM (the orchestrator starts every client workflow with Linux's
   parent-death signal, workflows/processes.py), which lands here like any SIGTERM: the point in
   flight is written as partial, so a re-run measures it again instead of accepting it.

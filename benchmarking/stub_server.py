@@ -95,7 +95,8 @@ class StubState:
         def pct(p: float) -> float:
             return percentile(lat, p) * 1e6 if lat else 0.0
         return {"requests": self.requests, "cpu_s": time.process_time(),
-                "lateness_us": {"count": len(lat), "p50": pct(50), "p99": pct(99), "max": lat[-1] * 1e6 if lat else 0.0}}
+                "lateness_us": {"count": len(lat), "p50": pct(50), "p99": pct(99),
+                                "max": lat[-1] * 1e6 if lat else 0.0}}
 
 
 def _count_prompt_tokens(body: dict) -> int:
@@ -223,7 +224,8 @@ class StubProtocol(asyncio.Protocol):
         st.generation_tokens += n
         if not req.get("stream"):
             text = cfg.token_text * n
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}} if chat else {"index": 0, "text": text}
+            choice = ({"index": 0, "message": {"role": "assistant", "content": text}} if chat
+                      else {"index": 0, "text": text})
             payload = json.dumps({"id": "cmpl-stub", "model": cfg.model, "choices": [choice], "usage": {
                 "prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}}).encode()
             return self._simple(200, payload)
@@ -328,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.cpu is not None:
         os.sched_setaffinity(0, {a.cpu})
-    cfg = StubConfig(ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, ttft_spread_ms=a.ttft_spread_ms, faults=_parse_faults(a.fault), stall_s=a.stall_s, model=a.model)
+    cfg = StubConfig(ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, ttft_spread_ms=a.ttft_spread_ms, faults=_parse_faults(a.fault),
+                     stall_s=a.stall_s, model=a.model)
     loop = make_loop(a.loop)
     asyncio.set_event_loop(loop)
 

@@ -26,7 +26,8 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from types import FrameType
+from typing import Any, Callable, Iterable
 
 from contracts.model_spec import ModelSpec
 from contracts.workflow_args import client_workflow_parser
@@ -56,7 +57,7 @@ class StopSignals:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._record)
 
-    def _record(self, signum: int, _frame) -> None:
+    def _record(self, signum: int, _frame: FrameType | None) -> None:
         if self.signum is None:
             self.signum = signum
         self.event.set()
@@ -117,7 +118,7 @@ class ClientInvocation:
             path = self.run_dir / path
         return Path(os.path.relpath(path, self.run_dir)).as_posix()
 
-    def write_outputs(self, paths: Iterable[Path | str], **details) -> Path:
+    def write_outputs(self, paths: Iterable[Path | str], **details: Any) -> Path:
         """``<workflow>/outputs.json``: the result files, relative to the run (atomically replaced);
         ``details`` are extra keys a workflow reports beside them (e.g. the points it did not run)."""
         listing = self.out_dir / "outputs.json"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from contracts import prometheus as prom
 
@@ -51,15 +52,16 @@ def total(sample: dict[str, float], base: str) -> float | None:
     return sum(values) if values else None
 
 
-def prefix_cache_hit_rate(before: dict[str, float] | None, after: dict[str, float] | None) -> dict | None:
+def prefix_cache_hit_rate(before: dict[str, float] | None,
+                          after: dict[str, float] | None) -> dict[str, float | None] | None:
     """Prefix-cache hits over lookups (prompt tokens) between two scrapes; None without the counters."""
     if not before or not after:
         return None
-    hits = [total(s, "vllm:prefix_cache_hits_total") for s in (before, after)]
-    queries = [total(s, "vllm:prefix_cache_queries_total") for s in (before, after)]
-    if None in hits or None in queries:
+    hits0, hits1 = (total(s, "vllm:prefix_cache_hits_total") for s in (before, after))
+    queries0, queries1 = (total(s, "vllm:prefix_cache_queries_total") for s in (before, after))
+    if hits0 is None or hits1 is None or queries0 is None or queries1 is None:
         return None
-    dq, dh = queries[1] - queries[0], hits[1] - hits[0]
+    dq, dh = queries1 - queries0, hits1 - hits0
     return {"hit_rate": dh / dq if dq > 0 else None, "hit_tokens": dh, "queried_tokens": dq}
 
 
@@ -91,18 +93,18 @@ class ServerStateSampler:
             tick += self.interval_s
             self._stop.wait(max(0.0, tick - time.perf_counter()))
 
-    def stop(self) -> dict | None:
+    def stop(self) -> dict[str, Any] | None:
         """Stop sampling (waits for a scrape in progress) and return the record's time series."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.interval_s + 15.0)
         return self.series()
 
-    def series(self) -> dict | None:
+    def series(self) -> dict[str, Any] | None:
         if not self.samples:
             return None
         times = [round(t - self.origin, 3) for t, _ in self.samples]
-        out: dict[str, list] = {}
+        out: dict[str, list[float | None]] = {}
         for name, (_, base) in GAUGES.items():
             values = [total(s, base) for _, s in self.samples]
             if name == "kv_cache_usage_pct":
@@ -110,15 +112,22 @@ class ServerStateSampler:
             if any(v is not None for v in values):
                 out[name] = values
         for name, (_, num, den) in RATIOS.items():
-            values, prev = [], None
+            values = []
+            prev: tuple[float | None, float | None] | None = None
             for _, s in self.samples:
                 cur = (total(s, num), total(s, den))
-                rate = None
-                if prev is not None and None not in cur and None not in prev and cur[1] - prev[1] > 0:
-                    rate = (cur[0] - prev[0]) / (cur[1] - prev[1])
-                values.append(rate)
+                values.append(None if prev is None else _rate_between(prev, cur))
                 prev = cur
             if total(self.samples[-1][1], den) is not None:  # the server has the counter
                 out[name] = values
         return {"interval_s": self.interval_s, "origin_perf_s": self.origin, "t_s": times, "series": out,
                 "samples": len(self.samples), "missed": self.missed}
+
+
+def _rate_between(prev: tuple[float | None, float | None], cur: tuple[float | None, float | None]) -> float | None:
+    """A ratio's change between two scrapes of (numerator, denominator): the numerator's growth over the
+    denominator's; None when either scrape lacks a counter or the denominator did not grow."""
+    (num0, den0), (num1, den1) = prev, cur
+    if num0 is None or den0 is None or num1 is None or den1 is None or not den1 - den0 > 0:
+        return None
+    return (num1 - num0) / (den1 - den0)

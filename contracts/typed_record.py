@@ -42,7 +42,7 @@ def described(description: str, default: Any = dataclasses.MISSING, *, factory: 
     return dataclasses.field(default=default, metadata=meta)
 
 
-def _encode(value: Any, meta: dict) -> Any:
+def _encode(value: Any, meta: dict[str, Any]) -> Any:
     if isinstance(value, TypedRecord):
         return value.to_dict()
     if "record_list" in meta and value is not None:
@@ -52,7 +52,7 @@ def _encode(value: Any, meta: dict) -> Any:
     return value
 
 
-def _decode(value: Any, meta: dict) -> Any:
+def _decode(value: Any, meta: dict[str, Any]) -> Any:
     if value is None:
         return None
     if "record" in meta:
@@ -99,7 +99,7 @@ class TypedRecord:
         known = {f.name: f for f in dataclasses.fields(cls)}
         kwargs = {name: _decode(data.pop(name), dict(known[name].metadata)) for name in list(data) if name in known}
         missing = [n for n, f in known.items() if n not in kwargs and f.default is dataclasses.MISSING
-                   and f.default_factory is dataclasses.MISSING]  # type: ignore[misc]
+                   and f.default_factory is dataclasses.MISSING]
         if missing:
             raise RecordError(f"{cls.__name__}: missing field(s) {', '.join(missing)}")
         record = cls(**kwargs)

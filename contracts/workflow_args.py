@@ -187,8 +187,8 @@ def validate_workflow_args(workflow: WorkflowType, args: dict[str, str]) -> None
         except ValueError:
             tolerance = -1.0
         if not 0 <= tolerance < 1:
-            raise WorkflowArgsError(f"--workflow-args regression_tolerance={shown(args['regression_tolerance'])} is not a "
-                                    f"share between 0 and 1 (e.g. 0.05)")
+            raise WorkflowArgsError(f"--workflow-args regression_tolerance={shown(args['regression_tolerance'])} "
+                                    f"is not a share between 0 and 1 (e.g. 0.05)")
 
 
 def client_workflow_parser(description: str, *, server_required: bool = False) -> argparse.ArgumentParser:

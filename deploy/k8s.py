@@ -205,7 +205,8 @@ def deployment(spec: ModelSpec, options: DeployOptions, names: dict[str, str]) -
         {"name": "model-spec", "configMap": {"name": names["config"]}},
         {"name": "weights", "persistentVolumeClaim": {"claimName": names["weights"], "readOnly": True}},
         {"name": "cache", "emptyDir": {}},
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "4Gi" if spec.device_type is DeviceType.CPU else "16Gi"}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory",
+                                      "sizeLimit": "4Gi" if spec.device_type is DeviceType.CPU else "16Gi"}},
         *device_volumes,
     ]
     selector = {"app.kubernetes.io/name": base_name(spec, options)}

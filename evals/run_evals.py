@@ -168,8 +168,8 @@ def finished_record(task_dir: Path, mode: str, limit: int | None,
 class TaskRunner:
     """Runs the configured tasks one by one; owns the paths and shared settings of one run."""
 
-    def __init__(self, run_dir: Path, spec: ModelSpec, config: EvalConfig, server_url: str, mode: str, limit: int | None,
-                 sessions: LmEvalSessions | None = None):
+    def __init__(self, run_dir: Path, spec: ModelSpec, config: EvalConfig, server_url: str, mode: str,
+                 limit: int | None, sessions: LmEvalSessions | None = None):
         self.run_dir, self.spec, self.config = run_dir, spec, config
         self.server_url, self.mode, self.limit_override = server_url, mode, limit
         self.evals_dir = run_dir / "evals"

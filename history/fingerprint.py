@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from records.report import ReportRecord
 
@@ -46,7 +47,7 @@ def host_facts_of(record: ReportRecord) -> dict[str, object]:
                    "os": host.os}, env.packages)
 
 
-def host_facts_of_environment(environment: dict) -> dict[str, object] | None:
+def host_facts_of_environment(environment: dict[str, Any]) -> dict[str, object] | None:
     """The same facts from a manifest's ``environment`` block (what run.py records when a run starts),
     or None when it recorded none. Why: run.py can tell before a run starts whether a baseline named
     with --compare-to ran on this host, from the baseline's manifest and this host's own block."""
@@ -57,7 +58,7 @@ def host_facts_of_environment(environment: dict) -> dict[str, object] | None:
     return _facts(host, {str(k): str(v) for k, v in packages.items()} if isinstance(packages, dict) else {})
 
 
-def _facts(host: dict, packages: dict[str, str]) -> dict[str, object]:
+def _facts(host: dict[str, Any], packages: dict[str, str]) -> dict[str, object]:
     return {"cpu": host.get("cpu"), "cpu_flags": host.get("cpu_flags"), "cores": host.get("cores"),
             "ram_gb": host.get("ram_gb"), "os": host.get("os"),
             **{f"package {name}": packages.get(name) for name in ENGINE_PACKAGES if packages.get(name)}}
@@ -70,7 +71,8 @@ def fingerprint(facts: dict[str, object]) -> str:
 
 def host_differences(a: dict[str, object], b: dict[str, object]) -> list[str]:
     """'cores: 2 (baseline 16)' for every fact that differs."""
-    return [f"{key}: {a.get(key)} (baseline {b.get(key)})" for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+    return [f"{key}: {a.get(key)} (baseline {b.get(key)})" for key in sorted(set(a) | set(b))
+            if a.get(key) != b.get(key)]
 
 
 def other_host_line(requested: str, differences: list[str]) -> str:

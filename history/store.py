@@ -20,7 +20,7 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from contracts import REPO_ROOT
 from history.baseline import LAST_STATUSES, LAST_VERDICTS
@@ -72,15 +72,15 @@ class RunEntry:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def default_url(env: dict[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
-    base = Path(env["CACHE_ROOT"]) if env.get("CACHE_ROOT") else REPO_ROOT
+def default_url(env: Mapping[str, str] | None = None) -> str:
+    source = os.environ if env is None else env
+    base = Path(source["CACHE_ROOT"]) if source.get("CACHE_ROOT") else REPO_ROOT
     return f"sqlite:///{base / 'workflow_logs' / 'history.sqlite3'}"
 
 
-def store_url(env: dict[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
-    return env.get(URL_ENV) or default_url(env)
+def store_url(env: Mapping[str, str] | None = None) -> str:
+    source = os.environ if env is None else env
+    return source.get(URL_ENV) or default_url(source)
 
 
 def shown_url(url: str) -> str:
@@ -126,7 +126,7 @@ class HistoryStore:
         cur.execute(self._sql(text), tuple(params))
         return cur
 
-    def _rows(self, text: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def _rows(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return list(self._execute(text, params).fetchall())
 
     def close(self) -> None:
@@ -220,6 +220,7 @@ class HistoryStore:
     # -- reading ---------------------------------------------------------------------------
     _COLUMNS = ("run_id, run_dir, spec_key, model, device, impl, engine, spec_version, host_fingerprint, "
                 "host_facts, workflow, run_status, verdict, started, ended")
+    _COLUMN_NAMES = tuple(name.strip() for name in _COLUMNS.split(","))
 
     def _entries(self, where: str, params: Sequence[Any], order: str = "started DESC",
                  limit: int | None = None) -> list[RunEntry]:
@@ -228,7 +229,8 @@ class HistoryStore:
             text += f" LIMIT {int(limit)}"
         out = []
         for row in self._rows(text, params):
-            entry = RunEntry(*row[:9], json.loads(row[9]), *row[10:])
+            values = dict(zip(self._COLUMN_NAMES, row))
+            entry = RunEntry(**{**values, "host_facts": json.loads(values["host_facts"])})
             entry.metrics = {name: float(value) for name, value in self._rows(
                 "SELECT name, value FROM run_metrics WHERE run_id = ?", (entry.run_id,))}
             out.append(entry)
@@ -288,11 +290,11 @@ def open_store(url: str | None = None) -> HistoryStore:
             raise HistoryError(f"history store {shown_url(url)} is PostgreSQL but psycopg is not installed in "
                                f"this venv (requirements/reports.txt)") from None
         try:
-            conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S)
+            pg_conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - psycopg.OperationalError and friends
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise HistoryError(f"history store {shown_url(url)} cannot be reached: {first}") from None
-        store = HistoryStore(url, conn, postgres=True)
+        store = HistoryStore(url, pg_conn, postgres=True)
     elif url.startswith("sqlite:///"):
         path = Path(url[len("sqlite:///"):])
         try:
@@ -339,12 +341,13 @@ class _SqliteTx:
 
     class _Cursor:
         def __init__(self, conn: sqlite3.Connection) -> None:
-            self._conn, self._cur = conn, None
+            self._conn = conn
+            self._cur: sqlite3.Cursor | None = None
 
-        def execute(self, text: str, params: tuple) -> None:
+        def execute(self, text: str, params: tuple[Any, ...]) -> None:
             if not self._conn.in_transaction and not text.lstrip().upper().startswith(("SELECT", "BEGIN")):
                 self._conn.execute("BEGIN")
             self._cur = self._conn.execute(text, params)
 
-        def fetchall(self) -> list[tuple]:
+        def fetchall(self) -> list[tuple[Any, ...]]:
             return self._cur.fetchall() if self._cur is not None else []

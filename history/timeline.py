@@ -126,7 +126,9 @@ def history_document(store: HistoryStore, output_dir: Path, model: str | None = 
     """history.json: every release of the store (of ``model`` on ``device`` when given), oldest first,
     with ``specs`` grouping their ids per spec identity; a release on another host than the spec's previous
     one names the host facts that changed (``host_changes``)."""
-    runs, specs, last_host = [], {}, {}
+    runs: list[dict[str, Any]] = []
+    specs: dict[str, dict[str, Any]] = {}
+    last_host: dict[str, tuple[str, dict[str, Any]]] = {}
     for entry in store.runs():
         if entry.workflow != RELEASE or (model and entry.model != model) or (device and entry.device != device):
             continue

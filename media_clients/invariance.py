@@ -85,7 +85,8 @@ def embedding_invariance(http: MediaHttp, model: str, allowed: float = 0.0) -> D
     """Each sentence's vector alone vs in one batched request and vs among 8 in flight: 16 comparisons."""
     w = EmbeddingWorkload({})
     alone = [_ok(w.embed(http, model, [s]), "one sentence alone")["data"][0]["embedding"] for s in SENTENCES]
-    batched = [d["embedding"] for d in _ok(w.embed(http, model, list(SENTENCES)), "all sentences in one request")["data"]]
+    batched = [d["embedding"]
+               for d in _ok(w.embed(http, model, list(SENTENCES)), "all sentences in one request")["data"]]
     concurrent = [_ok(a, "one sentence among 8 in flight")["data"][0]["embedding"]
                   for a in _at_once(lambda s: w.embed(http, model, [s]), SENTENCES)]
     differences = []

@@ -182,9 +182,10 @@ class VisionWorkload(Workload):
     """Chat requests with ``images_per_request`` PNGs (``image_side`` px) as data: URLs; greedy, short answers."""
 
     def __init__(self, params: dict) -> None:
-        super().__init__(VISION, "/v1/chat/completions", {"images_per_request": int(params.get("images_per_request", 1)),
-                                                          "image_side": int(params.get("image_side", 64)),
-                                                          "max_tokens": int(params.get("max_tokens", 8)), **params})
+        super().__init__(VISION, "/v1/chat/completions",
+                         {"images_per_request": int(params.get("images_per_request", 1)),
+                          "image_side": int(params.get("image_side", 64)),
+                          "max_tokens": int(params.get("max_tokens", 8)), **params})
 
     def body(self, model: str, index: int) -> dict:
         from media_clients.probe import tiny_png
@@ -201,7 +202,8 @@ class VisionWorkload(Workload):
         images = self.params["images_per_request"]
         cls, msg = check(answer, lambda b: None if b.get("choices") and isinstance(
             ((b.get("usage") or {}).get("prompt_tokens_details") or {}).get("image_tokens"), int)
-            and b["usage"]["prompt_tokens_details"]["image_tokens"] > 0 else "no usage.prompt_tokens_details.image_tokens")
+            and b["usage"]["prompt_tokens_details"]["image_tokens"] > 0
+            else "no usage.prompt_tokens_details.image_tokens")
         return Sent(answer, images, 0.0, cls, msg)
 
     def figures(self, sent, duration_s, latencies_ms):

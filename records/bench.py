@@ -56,7 +56,7 @@ class PointParams(TypedRecord):
     request_rate: float | str | None = described(
         "Mean arrival rate (requests/s) of the measured requests; \"inf\" releases them all at once.", None)
     burstiness: float | None = described("Gamma shape of the arrival gaps (1 = Poisson).", None)
-    ramp: list | None = described("Linear arrival-rate ramp [start, end] (requests/s), or null.", None)
+    ramp: list[Any] | None = described("Linear arrival-rate ramp [start, end] (requests/s), or null.", None)
     endpoint: str | None = described("OpenAI-compatible endpoint the requests were sent to.", None)
     dataset: str | None = described("Prompt source: random, shared_prefix or jsonl.", None)
     source: str | None = described(
@@ -152,7 +152,8 @@ class BenchMetrics(TypedRecord):
         if self.output_throughput is None and dur and self.total_output_tokens is not None:
             self.output_throughput = self.total_output_tokens / dur if ok else 0.0
         if self.total_token_throughput is None and dur and self.total_output_tokens is not None:
-            self.total_token_throughput = ((self.total_input_tokens or 0) + self.total_output_tokens) / dur if ok else 0.0
+            self.total_token_throughput = (((self.total_input_tokens or 0) + self.total_output_tokens) / dur
+                                           if ok else 0.0)
         if self.tput_user is None and self.mean_tpot_ms:
             self.tput_user = 1000.0 / self.mean_tpot_ms
         if self.decode_throughput is None and self.tput_user is not None:
@@ -218,28 +219,29 @@ class BenchPoint(TypedRecord):
     served_model_name: str | None = described("Model name the requests carried.", None)
     started: str | None = described("When the point's measured requests started (ISO 8601, UTC).", None)
     ended: str | None = described("When the point finished (ISO 8601, UTC).", None)
-    targets: dict[str, dict] = described(
+    targets: dict[str, dict[str, Any]] = described(
         "Per tier: the spec's targets and the report judge's verdict on this point "
         "(records.judge.check_tier); the report judges again from the run's spec.", factory=dict)
     requests_file: str | None = described("Per-request rows (JSONL), relative to the run directory.", None)
     raw_file: str | None = described("The comparison tool's own result file, relative to the run directory.", None)
     command: str | None = described("The comparison tool's command line.", None)
-    prompt_check: dict | None = described(
+    prompt_check: dict[str, Any] | None = described(
         "How many prompts were re-tokenized to verify their length, and the largest drift.", None)
-    percentiles: list | None = described("Percentiles written as pNN_<metric>_ms keys.", None)
-    goodput_slos: dict | None = described("Goodput SLOs (ms) per metric, or null.", None)
+    percentiles: list[Any] | None = described("Percentiles written as pNN_<metric>_ms keys.", None)
+    goodput_slos: dict[str, Any] | None = described("Goodput SLOs (ms) per metric, or null.", None)
     budget_exhausted: bool | None = described("The point's time budget ran out before every request finished.", None)
     not_sent: int | None = described("Requests never sent (the budget ran out, or a signal stopped the point).", None)
-    server_metrics: dict | None = described("Server /metrics snapshot file and headline deltas, or null.", None)
-    warnings: list | None = described("Things the reader should know about this point's numbers.", None)
+    server_metrics: dict[str, Any] | None = described("Server /metrics snapshot file and headline deltas, or null.",
+                                                      None)
+    warnings: list[Any] | None = described("Things the reader should know about this point's numbers.", None)
     interrupted: str | None = described("Signal that cut the point short (SIGINT, SIGTERM), or null.", None)
     complete: bool | None = described("Every request of the point was run (false: partial, re-run on resume).", None)
-    workload: dict | None = described(
+    workload: dict[str, Any] | None = described(
         "The workload that made the traffic (benchmarking/workloads/) and its own figures: trace (per-request "
         "lateness behind the trace's timestamps, whether the client kept up, offered vs sent vs completed "
         "requests per second), multi_turn (TTFT per turn), shared_prefix (the server's prefix-cache hit rate "
         "and TTFT with vs without the shared prefixes); null for independent prompts.", None)
-    server_state: dict | None = described(
+    server_state: dict[str, Any] | None = described(
         "The server's /metrics sampled about once a second during the point (contracts/server_state.py): "
         "t_s (seconds since the point started, the request rows' clock minus origin_perf_s) and series such "
         "as running, waiting, kv_cache_usage_pct, prefix_cache_hit_rate, queue_depth, mean_batch_size; "

@@ -12,6 +12,7 @@ in words what the workload measured (lateness, TTFT per turn, prefix-cache hit r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from contracts.typed_record import TypedRecord, described
 
@@ -23,27 +24,27 @@ class PointTimeline(TypedRecord):
     name: str = described("The point: a benchmark point's file stem (point_<workload>_isl-..._n-...), a media "
                           "point's key (<kind>_con-N) or a stress load point's name.")
     workload: str | None = described("trace, multi_turn, shared_prefix, or null for independent prompts.", None)
-    requests: list = described(
+    requests: list[Any] = described(
         "[t_s, ttft_ms, e2el_ms] per measured request: seconds since the point started at which it was "
         "sent, its TTFT and end-to-end latency (null when it failed; TTFT null for media requests, whose "
         "answer comes whole).", factory=list)
-    state_t_s: list = described("Seconds since the point started of each server sample.", factory=list)
-    state_series: dict = described(
+    state_t_s: list[Any] = described("Seconds since the point started of each server sample.", factory=list)
+    state_series: dict[str, Any] = described(
         "Server state per sample (see BenchPoint.server_state, MediaPoint.server_state, "
         "StressPointRecord.server_state): running, waiting, kv_cache_usage_pct, "
         "prefix_cache_hit_rate, queue_depth, mean_batch_size, whichever the server exposes.", factory=dict)
-    rates: dict | None = described(
+    rates: dict[str, Any] | None = described(
         "workload=trace: offered (the trace), sent and completed requests per second per time bin "
         "(BenchPoint.workload.rate_over_time).", None)
-    lines: list = described("What the workload measured, in words, with n and intervals where judged.",
+    lines: list[Any] = described("What the workload measured, in words, with n and intervals where judged.",
                             factory=list)
 
 
-def _ms(value) -> str:
+def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} ms"
 
 
-def workload_lines(w: dict | None) -> list[str]:
+def workload_lines(w: dict[str, Any] | None) -> list[str]:
     """The workload's own figures in words (what a reader checks first)."""
     if not w:
         return []
@@ -88,7 +89,7 @@ def workload_lines(w: dict | None) -> list[str]:
     return [f"workload {kind}"]
 
 
-def _prefix_line(pc: dict | None) -> list[str]:
+def _prefix_line(pc: dict[str, Any] | None) -> list[str]:
     if not pc:
         return ["prefix cache: the server exposes no prefix-cache counters"]
     rate = pc.get("hit_rate")

@@ -45,10 +45,14 @@ def summarise(values_ms: Sequence[float], source: str = "requests", histogram: b
     if not values_ms:
         return Distribution(source=source, count=0)
     vals = sorted(values_ms)
-    r = lambda x: round(x, 3)  # noqa: E731 - keep the JSON readable
+
+    def r(x: float) -> float:
+        return round(x, 3)  # keep the JSON readable
+
     out = Distribution(source=source, count=len(vals), min=r(vals[0]), max=r(vals[-1]),
-                       mean=r(sum(vals) / len(vals)),
-                       **{f"p{q}": r(percentile(vals, q)) for q in PERCENTILES})
+                       mean=r(sum(vals) / len(vals)))
+    for q in PERCENTILES:
+        setattr(out, f"p{q}", r(percentile(vals, q) or 0.0))  # never None: vals is not empty
     if histogram:
         lo, hi = vals[0], vals[-1]
         width = (hi - lo) / HIST_BINS

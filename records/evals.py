@@ -1,10 +1,10 @@
 """Typed eval records and the accuracy check that fills their verdict fields.
 
-Stdlib only: the reports workflow reads these records in its own venv, and the media evals
-write them too. Parsing lm-eval's results files lives with the eval client (``evals/lm_eval_results.py``). ``EvalRecord`` is a
-``contracts.typed_record.TypedRecord`` (schema ``tt-eval-record/1``, docs/architecture.md); the
-report is rebuilt from these files alone, so everything a reader needs to judge a task (score,
-basis, tolerance, command, files) is in it.
+Stdlib only: the reports workflow reads these records in its own venv, and the media evals write
+them too. Parsing lm-eval's results files lives with the eval client (``evals/lm_eval_results.py``).
+``EvalRecord`` is a ``contracts.typed_record.TypedRecord`` (schema ``tt-eval-record/1``,
+docs/architecture.md); the report is rebuilt from these files alone, so everything a reader needs to
+judge a task (score, basis, tolerance, command, files) is in it.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def accuracy_check(
     if spec is None:
         return AccuracyCheck(None, None, 0.05, None, None, None, None, None)
     exact = mode is not None and mode in spec.mode_reference_scores
-    ref = spec.mode_reference_scores[mode] if exact else spec.reference_score
+    ref = spec.mode_reference_scores[mode] if exact and mode is not None else spec.reference_score
     basis = ref if ref is not None else spec.published_score
     tol = spec.tolerance
 

@@ -7,6 +7,7 @@ tier rules as LLM points). Each field's description is the report legend.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from contracts.typed_record import TypedRecord, described
 from records.bench import PointSampling
@@ -75,7 +76,7 @@ class MediaPoint(TypedRecord):
     num_requests: int = described("Requests of the point over all its rounds (warm-up excluded): those sent, "
                                   "plus not_sent when a signal stopped it.")
     items_per_request: int = described("Images, clips or inputs per request.", 1)
-    params: dict = described("Workload parameters (num_inference_steps, image size, batch size ...).",
+    params: dict[str, Any] = described("Workload parameters (num_inference_steps, image size, batch size ...).",
                              factory=dict)
     source: str = described("Why the point ran: perf_reference (has targets) or sweep.", "sweep")
     started: str = described("ISO 8601 UTC start of the measured requests.", "")
@@ -84,24 +85,24 @@ class MediaPoint(TypedRecord):
     completed: int = described("Requests answered 200 with a well-formed body.", 0)
     failed: int = described("Requests that failed (HTTP error, timeout, connection, bad body).", 0)
     not_sent: int = described("Requests never sent (the run was interrupted).", 0)
-    failures_by_class: dict = described("Failed requests per class (http_429, http_5xx, timeout, bad_body ...).",
-                                        factory=dict)
+    failures_by_class: dict[str, int] = described(
+        "Failed requests per class (http_429, http_5xx, timeout, bad_body ...).", factory=dict)
     error_rate: float | None = described("(failed + not_sent) / all requests of the point.", None)
     latency_mean_ms: float | None = described("Mean end-to-end latency of completed requests.", None, unit="ms")
     latency_p50_ms: float | None = described(FIGURE_LEGEND["latency_p50_ms"], None, unit="ms")
     latency_p95_ms: float | None = described(FIGURE_LEGEND["latency_p95_ms"], None, unit="ms")
     latency_p99_ms: float | None = described("99th percentile end-to-end request latency.", None, unit="ms")
-    figures: dict = described("Headline figures of the kind (names as in the performance reference): "
+    figures: dict[str, Any] = described("Headline figures of the kind (names as in the performance reference): "
                               + "; ".join(f"{k}: {v}" for k, v in FIGURE_LEGEND.items()), factory=dict)
     first_error: str | None = described("The first failure's message, for the report.", None)
-    requests: list = described("Every sent request in completion order: request_id (the X-Request-ID the server "
+    requests: list[Any] = described("Every sent request in completion order: request_id (the X-Request-ID the server "
                                "logs on each line of that request), ms (end-to-end latency), status (HTTP status, "
                                "null when none came), error_class (null when it succeeded), send_time_s (when it "
                                "was sent: the client's time.perf_counter, the clock of server_state.origin_perf_s), "
                                "units (work it carried in cost_unit: items, or seconds of audio); the report's 95% "
                                "intervals of the figures are made from these rows.", factory=list)
     interrupted: str | None = described("Signal that stopped the point early, if any.", None)
-    server_state: dict | None = described(
+    server_state: dict[str, Any] | None = described(
         "The server's /metrics sampled about once a second during the point (contracts/server_state.py): "
         "t_s since the point started and queue_depth (requests waiting in the media server's queue) and "
         "mean_batch_size (requests per batch formed in each interval), as the server exposes them.", None)

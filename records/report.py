@@ -43,14 +43,16 @@ class SectionTable(TypedRecord):
 
     kind: str = described("cases, load_points, drift or capacity (CSV rows are named after it).")
     title: str = described("What the table shows (with the headline answer, when there is one).")
-    headers: list = described("Column names.", factory=list)
-    rows: list = described("Rows of text cells, one per header.", factory=list)
-    legend: dict = described("Column name -> what it means, from the record's field descriptions.",
-                             factory=dict)
+    headers: list[Any] = described("Column names.", factory=list)
+    rows: list[Any] = described("Rows of text cells, one per header.", factory=list)
+    # The report format names this key `legend`; as a field it shadows TypedRecord.legend(), the field legend of
+    # the class, which no caller asks of a SectionTable.
+    legend: dict[str, Any] = described(  # type: ignore[assignment]
+        "Column name -> what it means, from the record's field descriptions.", factory=dict)
     record_file: str | None = described("The record the table was built from, relative to the run.", None)
-    series: dict = described("What a plot of the table draws (endurance windows): t_s (seconds into the load) and "
-                             "per-window p50_ms, p99_ms (end-to-end latency) and memory_mb lists; empty when "
-                             "there is nothing to plot.", factory=dict)
+    series: dict[str, Any] = described(
+        "What a plot of the table draws (endurance windows): t_s (seconds into the load) and per-window p50_ms, "
+        "p99_ms (end-to-end latency) and memory_mb lists; empty when there is nothing to plot.", factory=dict)
 
 
 @dataclass
@@ -292,7 +294,7 @@ class MediaRow(TypedRecord):
         "items_per_s (cnn, embedding), images_per_request, prompt_tokens_per_image, prompt_tokens_per_request "
         "and images_per_s (vision), latency_p50_ms/latency_p95_ms (all); records.media.FIGURE_LEGEND says "
         "what each is.", factory=dict)
-    params: dict = described("Workload parameters of the point (num_inference_steps, batch_items ...).",
+    params: dict[str, Any] = described("Workload parameters of the point (num_inference_steps, batch_items ...).",
                              factory=dict)
     ci95: dict[str, list[float]] = described(
         "Figure -> 95% interval [low, high] from the point's per-request rows (records/media_estimates.py: an "
@@ -446,8 +448,9 @@ class Check(TypedRecord):
         "point's per-request records (LLM target means, media mean figures), a percentile bootstrap (media "
         "throughputs), an anytime-valid without-replacement confidence sequence (sequential eval scores and the "
         "paired served vs in-process share), an order-statistic interval "
-        "(latency percentiles, endurance drift of a percentile), a Wilson score interval (error rates, batch divergence, "
-        "capacity goodput), lm-eval's stderr (eval scores), a Student t interval of a slope (memory growth). "
+        "(latency percentiles, endurance drift of a percentile), a Wilson score interval (error rates, "
+        "batch divergence, capacity goodput), lm-eval's stderr (eval scores), a Student t interval of a slope "
+        "(memory growth). "
         "Null with too few samples, or for a pass/fail check that has no number.", None)
     ci_method: str | None = described("How ci95 was made (the interval named in ci95's description).", None)
     n: int | None = described("Samples behind the value: requests, items, comparisons, memory samples, or the "
@@ -606,7 +609,8 @@ class ReportRecord(TypedRecord):
 
     # -- serialisation -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return _clean(super().to_dict())
+        cleaned: dict[str, Any] = _clean(super().to_dict())
+        return cleaned
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"

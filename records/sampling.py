@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from contracts.intervals import Interval
 from records.bench import PointSampling
@@ -69,7 +70,7 @@ class SampleGoal:
         self.max_requests = self.max_requests or self.min_requests * MAX_REQUESTS_FACTOR
 
 
-def goal_checks(point_key: str, targets: Mapping, required: Iterable[str],
+def goal_checks(point_key: str, targets: Mapping[str, Any], required: Iterable[str],
                 metrics: Iterable[str] | None = None) -> list[tuple[str, str, float]]:
     """(check name, metric key, target) of every target the point's required tiers set, named as the
     report's verdict.checks name them (``<metric> <point> <tier>``). ``targets`` is tier -> {metric:
@@ -110,6 +111,13 @@ class SampleState:
                              decisions=dict(self.decisions), detail=self.detail)
 
 
+def _precise_enough(estimate: Estimate | None, precision: float) -> bool:
+    """The estimate's interval is at most ``precision`` of its (non-zero) value on either side."""
+    if estimate is None or estimate.interval is None or not estimate.value:
+        return False
+    return estimate.interval.half_width() <= precision * abs(estimate.value)
+
+
 def sampling_stop(goal: SampleGoal, estimates: Mapping[str, Estimate], decide: Decide, sent: int, failed: int,
                   elapsed_s: float, cut_short: bool = False) -> SampleState:
     """Decide whether an adaptive point sends another round (see the module docstring).
@@ -128,9 +136,7 @@ def sampling_stop(goal: SampleGoal, estimates: Mapping[str, Estimate], decide: D
     decisions = {name: decide(key, interval(key), target) for name, key, target in goal.checks}
     undecided = [(name, key, target) for name, key, target in goal.checks if decisions[name] == "inconclusive"]
     keys = sorted({key for _, key, _ in goal.checks})
-    precise = bool(keys) and all(
-        interval(k) is not None and estimates[k].value
-        and interval(k).half_width() <= goal.precision * abs(estimates[k].value) for k in keys)
+    precise = bool(keys) and all(_precise_enough(estimates.get(k), goal.precision) for k in keys)
     needed = sent
     for _, key, target in undecided:
         e = estimates.get(key)

@@ -27,6 +27,8 @@ DIVERGENCE_UNDECIDED = ("the 95% interval holds max_batch_divergence: more compa
 GOODPUT_METHOD = ("Wilson score interval of the level's goodput (requests that succeeded and met every SLO / requests "
                   "sent, repeats pooled); the level holds when the whole interval is at or above goodput_goal and "
                   "every SLO percentile is within its limit")
+#: A record's pass flag as a decision (no flag: inconclusive).
+_FLAG_DECISIONS: dict[bool | None, str] = {True: PASS, False: FAIL}
 #: drift check -> (value, interval, n, decision) fields of ``records.stress.Drift``
 DRIFT_FIELDS = {
     "latency_drift_pct": ("latency_judged_drift_pct", "latency_judged_drift_ci", "latency_p99_n", "latency_decision"),
@@ -76,12 +78,11 @@ def _point_check(item: str, point: StressPointRecord, key: str, check: dict[str,
                      detail=None if decision == PASS else check.get("detail") or (
                          f"{point.failed} of {judged} requests failed; allowed {limit or 0:g}"))
     if key in DRIFT_FIELDS and point.drift is not None:
-        value, ci, n, decision = _drift_value(point.drift, key)
+        value, ci, n, drift_decision = _drift_value(point.drift, key)
         return Check(name=name, category="stress_tests", item=item, required=True, value=value, ci95=ci,
                      ci_method=Drift.legend()[DRIFT_FIELDS[key][1]] if ci else None, n=n, target=limit,
-                     decision=decision or INCONCLUSIVE, detail=check.get("detail"))
-    passed = check.get("passed")
-    decision = check.get("decision") or {True: PASS, False: FAIL}.get(passed, INCONCLUSIVE)
+                     decision=drift_decision or INCONCLUSIVE, detail=check.get("detail"))
+    decision = check.get("decision") or _FLAG_DECISIONS.get(check.get("passed"), INCONCLUSIVE)
     ci = check.get("ci95")
     return Check(name=name, category="stress_tests", item=item, required=True, value=_num(check.get("value")),
                  ci95=ci if _pair(ci) else None, ci_method=check.get("ci_method"),
@@ -103,7 +104,7 @@ def capacity_checks(record: CapacityRecord) -> list[Check]:
         return []
     ci = [level.goodput_ci_low, level.goodput_ci_high]
     if record.target is not None:
-        decision = {True: PASS, False: FAIL}.get(record.target_met, INCONCLUSIVE)
+        decision = _FLAG_DECISIONS.get(record.target_met, INCONCLUSIVE)
         required = record.target_met is not None or record.passed is None
         detail = f"target {record.target:g} ({record.target_source or 'set'}); level {level.level:g}: {level.reason}"
     else:
@@ -118,7 +119,10 @@ def capacity_checks(record: CapacityRecord) -> list[Check]:
 
 def _level(record: CapacityRecord) -> CapacityLevel | None:
     levels = list(record.levels)
-    at = (lambda value: next((lv for lv in reversed(levels) if lv.level == value), None))
+
+    def at(value: float) -> CapacityLevel | None:
+        return next((lv for lv in reversed(levels) if lv.level == value), None)
+
     if record.target is not None and at(record.target) is not None:
         return at(record.target)
     held = at(record.capacity) if record.capacity else None

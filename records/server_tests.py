@@ -6,6 +6,7 @@ The JUnit XML beside it is the same outcome in the format CI systems read.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from contracts.typed_record import TypedRecord, described
 
@@ -43,8 +44,8 @@ class TestsRecord(TypedRecord):
     status: str = described("passed when no case failed or errored and at least one passed", "failed")
     passed: bool = described("same as status == passed (the verdict reads this)", False)
     detail: str = described("one-line summary: counts, and the failed case names", "")
-    counts: dict = described("number of cases per outcome", factory=dict)
-    filters: dict = described("markers / test_name filters that selected the cases", factory=dict)
+    counts: dict[str, int] = described("number of cases per outcome", factory=dict)
+    filters: dict[str, Any] = described("markers / test_name filters that selected the cases", factory=dict)
     started: str = described("ISO 8601 UTC start", "")
     duration_s: float = described("wall time of the whole suite", 0.0, unit="s")
     junit_xml: str = described("JUnit XML path relative to the run directory", "tests/junit.xml")
@@ -62,10 +63,11 @@ class TestsRecord(TypedRecord):
         self.counts = {o: sum(1 for c in self.cases if c.outcome == o) for o in OUTCOMES}
         bad = [c.name for c in self.cases if c.outcome in ("failed", "error")]
         measured = [c for c in self.cases if c.compared and c.outcome in ("passed", "failed")]
-        self.batch_divergent = sum(c.divergent or 0 for c in measured) if measured else None
-        self.batch_compared = sum(c.compared for c in measured) if measured else None
-        self.batch_divergence_rate = (round(self.batch_divergent / self.batch_compared, 6)
-                                      if measured else None)
+        divergent = sum(c.divergent or 0 for c in measured)
+        compared = sum(c.compared or 0 for c in measured)  # every measured case compared at least once
+        self.batch_divergent = divergent if measured else None
+        self.batch_compared = compared if measured else None
+        self.batch_divergence_rate = round(divergent / compared, 6) if measured else None
         self.passed = not bad and self.counts["passed"] > 0
         self.status = "passed" if self.passed else "failed"
         parts = [f"{self.counts[o]} {o}" for o in OUTCOMES if self.counts[o]]

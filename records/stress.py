@@ -7,6 +7,7 @@ item and the release verdict blocks on ``passed: false``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from contracts.typed_record import TypedRecord, described
 from records.distribution import Distribution
@@ -39,7 +40,7 @@ class Drift(TypedRecord):
     slice_s: float | None = described("length of each of the equal time slices the run after warm-up is cut into "
                                       "for the latency drift (4, 3 or 2 slices: see latency_statistic)", None,
                                       unit="s")
-    slices: list = described("the slices the latency drift compared, in order: t_start_s, t_end_s, n (requests "
+    slices: list[Any] = described("the slices the latency drift compared, in order: t_start_s, t_end_s, n (requests "
                              "ended in it), gmean_ms (geometric mean), p50_ms, p90_ms, p95_ms, p99_ms of end-to-end "
                              "latency", factory=list)
     latency_statistic: str | None = described(
@@ -52,18 +53,18 @@ class Drift(TypedRecord):
     latency_judged_last_ms: float | None = described("the judged statistic of the last slice", None, unit="ms")
     latency_judged_drift_pct: float | None = described("(last / first - 1) of the judged statistic: the judged "
                                                        "latency drift", None, unit="%")
-    latency_judged_drift_ci: list | None = described(
+    latency_judged_drift_ci: list[Any] | None = described(
         "95% interval of the judged drift: for a percentile from the two slices' order-statistic intervals at "
         "97.5% each, for the geometric mean from Welch's t on log latency (null: too few requests)", None,
         unit="%")
     latency_p99_first_ms: float | None = described("p99 e2e latency of the first slice after warm-up (shown; judged "
                                                    "only when latency_statistic is p99)", None, unit="ms")
     latency_p99_last_ms: float | None = described("p99 e2e latency of the last slice", None, unit="ms")
-    latency_p99_n: list = described("requests in the first and last slices (the judged statistic's sample sizes)",
+    latency_p99_n: list[Any] = described("requests in the first and last slices (the judged statistic's sample sizes)",
                                     factory=list)
     latency_p99_drift_pct: float | None = described("(last p99 / first p99 - 1), a point value (the judged drift is "
                                                     "latency_judged_drift_pct)", None, unit="%")
-    latency_p99_drift_ci: list | None = described("95% interval of the p99 drift when the p99 is the judged "
+    latency_p99_drift_ci: list[Any] | None = described("95% interval of the p99 drift when the p99 is the judged "
                                                   "statistic (null otherwise)", None, unit="%")
     latency_decision: str | None = described("pass / fail / inconclusive of the judged drift "
                                              "(latency_judged_drift_pct) against max_latency_drift_pct, decided on "
@@ -72,7 +73,8 @@ class Drift(TypedRecord):
     memory_growth_after_warmup_pct: float | None = described(
         "memory growth after warm-up: the least-squares line's rise over the samples' span / the baseline (the "
         "judged figure)", None, unit="%")
-    memory_growth_ci: list | None = described("95% interval of that growth (Student t on the slope)", None, unit="%")
+    memory_growth_ci: list[Any] | None = described("95% interval of that growth (Student t on the slope)", None,
+                                                   unit="%")
     memory_samples: int = described("memory samples after warm-up", 0)
     memory_decision: str | None = described("pass / fail / inconclusive of the growth against max_memory_growth_pct, "
                                             "decided on its interval (null: no memory source)", None)
@@ -101,7 +103,7 @@ class StressPointRecord(TypedRecord):
     stopped_early: int = described("requests cut when the point was stopped early (not errors)", 0)
     not_sent: int = described("requests never sent (point stopped or out of time)", 0)
     error_rate: float = described("failed / (sent - stopped_early)", 0.0)
-    failures_by_class: dict = described("failed requests per error class", factory=dict)
+    failures_by_class: dict[str, int] = described("failed requests per error class", factory=dict)
     request_throughput: float | None = described("completed requests per second", None, unit="req/s")
     items_throughput: float | None = described("media: completed items (clips, photos, texts, images) per second",
                                                None, unit="items/s")
@@ -110,25 +112,26 @@ class StressPointRecord(TypedRecord):
     tpot_ms: Distribution | None = described("time per output token after the first", None, record=Distribution)
     itl_ms: Distribution | None = described("gap between streamed chunks", None, record=Distribution)
     e2el_ms: Distribution | None = described("end-to-end latency", None, record=Distribution)
-    saturation: dict | None = described("over-saturation detector: fired, reason, slopes at the last check", None)
+    saturation: dict[str, Any] | None = described("over-saturation detector: fired, reason, slopes at the last check",
+                                                  None)
     stopped_reason: str | None = described("why the point stopped before its end, if it did", None)
-    windows: list = described("per-window completed/failed/medians/memory of a timed load", factory=list)
+    windows: list[Any] = described("per-window completed/failed/medians/memory of a timed load", factory=list)
     drift: Drift | None = described("latency and memory drift over a timed load", None, record=Drift)
-    checks: dict = described("each judged check -> {value, limit, passed}; error_rate and the drift checks add "
-                             "decision, ci95 (95% interval: Wilson for the error rate, with its ci_method; the "
-                             "drift's own for drift), n and detail; passed is null when the check's interval "
-                             "cannot decide it", factory=dict)
+    checks: dict[str, Any] = described("each judged check -> {value, limit, passed}; error_rate and the drift checks "
+                                       "add decision, ci95 (95% interval: Wilson for the error rate, with its "
+                                       "ci_method; the drift's own for drift), n and detail; passed is null when the "
+                                       "check's interval cannot decide it", factory=dict)
     status: str = described("passed, failed, or inconclusive (nothing failed, a check could not be decided)",
                             "failed")
     passed: bool | None = described("every check passed (null: inconclusive)", False)
     detail: str = described("one-line summary, or what failed", "")
     requests_file: str | None = described("per-request JSONL relative to the run directory", None)
-    server_state: dict | None = described(
+    server_state: dict[str, Any] | None = described(
         "the server's /metrics sampled about once a second during the load (contracts/server_state.py: "
         "t_s since the load started, the request rows' clock minus origin_perf_s; running, waiting, "
         "kv_cache_usage_pct, prefix_cache_hit_rate, queue_depth, mean_batch_size as exposed); null without /metrics",
         None)
-    workload: dict | None = described(
+    workload: dict[str, Any] | None = described(
         "mode workload: the workload's own figures, as a benchmarks point records them (BenchPoint.workload: "
         "kind trace, multi_turn or shared_prefix; lateness, TTFT per turn, prefix-cache hit rate ...); "
         "null for the other modes", None)
@@ -142,14 +145,14 @@ class StressRecord(TypedRecord):
     model_id: str = described("model spec id of the run", "")
     server_url: str = described("base URL of the server under test", "")
     size: str = described("smoke, ci or full", "ci")
-    run_modes: list = described("load modes run (capacity has its own record)", factory=list)
+    run_modes: list[Any] = described("load modes run (capacity has its own record)", factory=list)
     started: str = described("ISO 8601 UTC start", "")
     duration_s: float = described("wall time of every point", 0.0, unit="s")
     status: str = described("passed when every point passed; inconclusive when none failed but one could not "
                             "be decided", "failed")
     passed: bool | None = described("every point passed (null: inconclusive)", False)
     detail: str = described("one-line summary", "")
-    points: list = described("every load point", factory=list, record_list=StressPointRecord)
+    points: list[StressPointRecord] = described("every load point", factory=list, record_list=StressPointRecord)
 
 
 @dataclass
@@ -166,7 +169,7 @@ class CapacityLevel(TypedRecord):
     goodput: float = described("fraction of sent requests that succeeded and met every limit", 0.0)
     goodput_ci_low: float = described("95% Wilson interval, low end", 0.0)
     goodput_ci_high: float = described("95% Wilson interval, high end", 1.0)
-    slo_values_ms: dict = described("each SLO key -> the measured percentile", factory=dict, unit="ms")
+    slo_values_ms: dict[str, Any] = described("each SLO key -> the measured percentile", factory=dict, unit="ms")
     sent: int = described("requests sent at this level (pooled over repeats)", 0)
     failed: int = described("requests that failed", 0)
     repeats: int = described("times the level was measured, samples pooled (more than 1: it was undecided; "
@@ -183,7 +186,7 @@ class CapacityRecord(TypedRecord):
     name: str = described("one report item", "slo_capacity")
     model_id: str = described("model spec id of the run", "")
     metric: str = described("what the search varies: concurrency or rate (req/s)", "concurrency")
-    slos: list = described("objectives, <metric>_p<pct>:<limit ms>", factory=list)
+    slos: list[Any] = described("objectives, <metric>_p<pct>:<limit ms>", factory=list)
     slo_source: str = described("where the objectives came from (workflow args or the spec's targets)", "")
     goodput_goal: float = described("fraction of requests that must meet every limit", 0.95)
     isl: int = described("input tokens per request", 0)
@@ -209,8 +212,8 @@ class CapacityRecord(TypedRecord):
     target_source: str | None = described("where the target came from", None)
     target_met: bool | None = described("capacity >= target (null: no target)", None)
     search_wall_s: float = described("wall time of the whole search", 0.0, unit="s")
-    levels: list = described("every measured level in search order (the curve)", factory=list,
-                             record_list=CapacityLevel)
+    levels: list[CapacityLevel] = described("every measured level in search order (the curve)", factory=list,
+                                        record_list=CapacityLevel)
     status: str = described("passed unless the target was missed or the search could not run; inconclusive when "
                             "the target level's goodput interval still holds the goal", "failed")
     passed: bool | None = described("same as status == passed (null: inconclusive)", False)

@@ -509,7 +509,8 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
         if not ok:
             not_run.append(SectionNotRun(name, reason or "not run"))
 
-    tests = Section(ran=judged["tests"], items=test_items, tables=conformance_tables(test_records.get("tests_record.json")),
+    tests = Section(ran=judged["tests"], items=test_items,
+                    tables=conformance_tables(test_records.get("tests_record.json")),
                     note=None if judged["tests"] else "not run")
     stress_record = stress_records.get("stress_record.json")
     stress = Section(ran=judged["stress_tests"], items=stress_items,
@@ -524,7 +525,7 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
     price_note = price(record, {"hourly_cost": _workflow_arg(cli_args, "hourly_cost"),
                                 "currency": _workflow_arg(cli_args, "currency"), **(workflow_args or {})},
                        stress_records.get("capacity_record.json"))
-    record.verdict = judge.decide(
+    record.verdict = judge.decide(judge.JudgeInput(
         model_status=spec.status.name, steps=steps, targets=targets, evals=evals,
         tests=tests, stress_tests=stress, benchmarks_judged=judged["benchmarks"],
         evals_judged=judged["evals"], known_issues=[dataclasses.asdict(k) for k in spec.known_issues],
@@ -534,7 +535,7 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
         perf_tiers=_workflow_arg(cli_args, "perf_tiers"),
         section_checks=section_checks(test_records.get("tests_record.json"), stress_records.get("stress_record.json"),
                                       stress_records.get("capacity_record.json"),
-                                      spec.device_model_spec.max_batch_divergence))
+                                      spec.device_model_spec.max_batch_divergence)))
     return record
 
 

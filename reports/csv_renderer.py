@@ -129,8 +129,9 @@ def render_csv(record: ReportRecord) -> str:
     v = record.verdict
     rows.append({**base, "section": "verdict", "item": v.model_status or "", "result": v.result,
                  "detail": "; ".join([f"[{b.category}] {b.item}: {b.detail}" for b in v.blockers]
-                                     + [f"[undecided] {c.name}: " + (f"{c.value} in {c.ci95} vs target {c.target} (n={c.n})"
-                                                                     if c.value is not None else c.detail or "undecided")
+                                     + [f"[undecided] {c.name}: "
+                                        + (f"{c.value} in {c.ci95} vs target {c.target} (n={c.n})"
+                                           if c.value is not None else c.detail or "undecided")
                                         for c in v.checks if c.required and c.decision == "inconclusive"])})
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n", restval="")

@@ -309,7 +309,8 @@ def endurance_plots(series: dict, title: str) -> str:
                            f'fill="none" stroke="{colour}" stroke-width="2"><title>{escape(name)}</title></polyline>')
             ly = MT + 6 + 16 * i
             f.parts.append(f'<rect x="{ML + 10}" y="{ly}" width="12" height="12" fill="{colour}"/>')
-            label = {"p50_ms": "p50 e2e latency", "p99_ms": "p99 e2e latency", "memory_mb": "server memory"}.get(name, name)
+            label = {"p50_ms": "p50 e2e latency", "p99_ms": "p99 e2e latency",
+                     "memory_mb": "server memory"}.get(name, name)
             f.parts.append(f'<text x="{ML + 27}" y="{ly + 10}" font-size="11">{escape(label)}</text>')
         out.append(f.svg())
     return "".join(out)

@@ -66,8 +66,8 @@ def _stress_points(rec) -> list[SectionTable]:
               "TTFT pNN": lp["ttft_ms"] + ", percentile in ms", "TPOT pNN": lp["tpot_ms"] + ", percentile in ms",
               "E2EL pNN": lp["e2el_ms"] + ", percentile in ms", "Stopped early": lp["stopped_reason"],
               "p5..p99": ld["p5"].replace("5th percentile", "5th to 99th percentile")}
-    tables = [SectionTable(kind="load_points", title=f"Load points: {rec.detail}", headers=headers, rows=rows, legend=legend,
-                           record_file="stress_tests/stress_record.json")]
+    tables = [SectionTable(kind="load_points", title=f"Load points: {rec.detail}", headers=headers, rows=rows,
+                           legend=legend, record_file="stress_tests/stress_record.json")]
     timed = [p for p in rec.points if p.drift is not None]
     if timed:
         dl = Drift.legend()
@@ -133,7 +133,8 @@ def _windows_table(p) -> SectionTable:
         rows=rows, legend={"t (s)": "end of the window, seconds into the load",
                            "E2EL pNN (ms)": "percentile of the end-to-end latency of the requests that ended in the "
                                             "window",
-                           "Memory (MB)": f"server memory at the window's end ({p.drift.memory_what or p.drift.memory_source})"},
+                           "Memory (MB)": "server memory at the window's end "
+                                          f"({p.drift.memory_what or p.drift.memory_source})"},
         record_file="stress_tests/stress_record.json",
         series={"t_s": t, "p50_ms": p50, "p99_ms": p99, "memory_mb": mem})
 
@@ -150,8 +151,8 @@ def _capacity(rec) -> SectionTable:
     target = "" if rec.target is None else f"; target {rec.target:g} ({'met' if rec.target_met else 'MISSED'})"
     cap = "n/a" if rec.capacity is None else f"{rec.capacity:g}"
     return SectionTable(
-        kind="capacity", title=(f"SLO capacity: {cap} ({rec.metric}) under {', '.join(rec.slos) or 'no SLOs'}, goodput >= "
-               f"{rec.goodput_goal:.0%}, isl {rec.isl} osl {rec.osl}{target}; {rec.stop_reason}; "
+        kind="capacity", title=(f"SLO capacity: {cap} ({rec.metric}) under {', '.join(rec.slos) or 'no SLOs'}, "
+               f"goodput >= {rec.goodput_goal:.0%}, isl {rec.isl} osl {rec.osl}{target}; {rec.stop_reason}; "
                f"search took {rec.search_wall_s:.0f} s"),
         headers=[unit, "Holds", "Goodput", "Goodput 95% CI", *[f"{k} (ms)" for k in keys], "Sent", "Failed",
                  "Repeats", "Duration (s)", "Reason"],

@@ -224,8 +224,10 @@ def run(args: argparse.Namespace) -> dict:
             capacity / 2, args.load_s, lambda: ("gateway", *via) if rng.random() < 0.5 else ("direct", *direct)))
         lat = {k: [e for label, s, _, e in at_load if label == k and s == 200] for k in ("direct", "gateway")}
         added = {"n_direct": len(lat["direct"]), "n_gateway": len(lat["gateway"]),
-                 "direct_p50_ms": _ms(percentile(lat["direct"], 50)), "gateway_p50_ms": _ms(percentile(lat["gateway"], 50)),
-                 "direct_p99_ms": _ms(percentile(lat["direct"], 99)), "gateway_p99_ms": _ms(percentile(lat["gateway"], 99)),
+                 "direct_p50_ms": _ms(percentile(lat["direct"], 50)),
+                 "gateway_p50_ms": _ms(percentile(lat["gateway"], 50)),
+                 "direct_p99_ms": _ms(percentile(lat["direct"], 99)),
+                 "gateway_p99_ms": _ms(percentile(lat["gateway"], 99)),
                  "failed": sum(1 for _, s, _, _ in at_load if s != 200),
                  "failed_by_status": _by_status(r for r in at_load if r[1] != 200)}
         if lat["direct"] and lat["gateway"]:

@@ -23,7 +23,8 @@ do_sample=False)`` in this process with the server idle; tokens/s the same way. 
 Per round it also prints the CPU core-seconds per 1k generated tokens of each side: the server's
 whole process tree (/proc, contracts/cpu_cost.py) and this process during generate(). On a shared,
 overloaded host the tokens/s ratio also measures how the kernel shares the cores between the
-server's two processes and everything else; the core-seconds compare the work itself. The median ratio and its spread over the rounds close the output.
+server's two processes and everything else; the core-seconds compare the work itself. The median
+ratio and its spread over the rounds close the output.
 """
 from __future__ import annotations
 
@@ -109,7 +110,8 @@ def main() -> int:
 
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MOCK_", "MODEL", "DEVICE"))}
-    env.update({"API_KEY": API_KEY, "ENVIRONMENT": "development", "LOG_LEVEL": "WARNING", "MODEL_RUNNER": "text-slots", "TEXT_BACKEND": "auto",
+    env.update({"API_KEY": API_KEY, "ENVIRONMENT": "development", "LOG_LEVEL": "WARNING", "MODEL_RUNNER": "text-slots",
+                "TEXT_BACKEND": "auto",
                 "MAX_USER_SLOTS": str(max(8, ns.streams)), "MAX_QUEUE_SIZE": "128",
                 "CPU_THREADS_PER_WORKER": str(ns.threads), "TEXT_MODEL_PATH": model_dir, "PYTHONUNBUFFERED": "1",
                 **dict(item.split("=", 1) for item in ns.server_env)})

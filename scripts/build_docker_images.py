@@ -191,14 +191,15 @@ def select_specs(args: argparse.Namespace) -> list[ModelSpec]:
         chosen = [s for s in specs if s.model_name == args.model and s.device_type.value == args.device
                   and (s.impl.impl_name == args.impl if args.impl else s.device_model_spec.default_impl)]
     if not chosen:
-        raise SystemExit(f"build_docker_images: no catalog spec matches (see `python3 run.py --list`)")
+        raise SystemExit("build_docker_images: no catalog spec matches (see `python3 run.py --list`)")
     return chosen
 
 
 # ----------------------------------------------------------------------------- docker helpers
 
 
-def docker(*args: str, check: bool = True, capture: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+def docker(*args: str, check: bool = True, capture: bool = True,
+           env: dict | None = None) -> subprocess.CompletedProcess:
     result = subprocess.run(["docker", *args], capture_output=capture, text=True, env=env)
     if check and result.returncode != 0:
         detail = (result.stderr or "").strip().splitlines()[-1:] if capture else ""
@@ -239,7 +240,8 @@ def ensure_base_image() -> tuple[str, str]:
     how = "imported from the cached rootfs"
     if not tarball.exists():
         if not shutil.which("debootstrap"):
-            raise BuildError("debootstrap is not installed (apt-get install debootstrap) and no cached base rootfs exists")
+            raise BuildError("debootstrap is not installed (apt-get install debootstrap) and no cached base rootfs "
+                             "exists")
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="tt-rootfs-") as tmp:
             rootfs = Path(tmp) / "rootfs"
@@ -332,7 +334,8 @@ def build(plan: BuildPlan, base_image: str, find_links: str) -> float:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"tt-build-{plan.recipe.name}-") as tmp:
         context = build_context(plan.recipe, Path(tmp))
-        cmd = ["build", "--force-rm", "--network", "host", "-f", str(context / plan.recipe.dockerfile), "-t", plan.candidate]
+        cmd = ["build", "--force-rm", "--network", "host", "-f", str(context / plan.recipe.dockerfile),
+               "-t", plan.candidate]
         for key, value in {**plan.build_args(base_image), "WHEELS_URL": find_links}.items():
             cmd += ["--build-arg", f"{key}={value}"]
         for key, value in plan.labels().items():

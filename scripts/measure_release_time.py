@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Measure a whole release of the CPU default, step by step, and whether every check was decided.
 
-Runs the README's main command (``run.py --workflow release --local-server``) in each asked mode,
-``--runs`` times, each into its own run directory, and prints per mode: the wall time of each
-manifest step (median over the runs, with min..max; steps that run side by side overlap, so they sum past
-the wall time), the total against the mode's goal, and from ``report.json`` the verdict, the number of
-checks per decision, and per check the samples behind it, how many looks and why sampling stopped. A run counts as "decided" only
-when no check is inconclusive. The first run of a mode builds whatever is missing (venvs, the
-converted model); pass ``--warm-up`` to run one unmeasured release first.
+Runs the README's main command (``run.py --workflow release --local-server``) in each asked mode, ``--runs``
+times, each into its own run directory, and prints per mode: the wall time of each manifest step (median over
+the runs, with min..max; steps that run side by side overlap, so they sum past the wall time), the total
+against the mode's goal, and from ``report.json`` the verdict, the number of checks per decision, and per
+check the samples behind it, how many looks and why sampling stopped. A run counts as "decided" only when no
+check is inconclusive. The first run of a mode builds whatever is missing (venvs, the converted model); pass
+``--warm-up`` to run one unmeasured release first.
 
     python3 scripts/measure_release_time.py --modes smoke,ci [--runs 2] [--warm-up]
 

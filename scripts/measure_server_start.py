@@ -182,8 +182,9 @@ def measure_once(spec: dict, var: Variant, weights: Path, log_dir: Path | None =
         spec_path = run_dir / "model_spec.json"
         spec_path.write_text(json.dumps(spec))
         load = Path("/proc/loadavg").read_text().split()[:3]
-        launch = ServerLaunch(spec=ModelSpec.from_dict(spec), spec_json_path=spec_path, run_dir=run_dir, service_port=free_port(),
-                              api_key=None, weights_dir=weights, extra_env=dict(var.process_env))
+        launch = ServerLaunch(spec=ModelSpec.from_dict(spec), spec_json_path=spec_path, run_dir=run_dir,
+                              service_port=free_port(), api_key=None, weights_dir=weights,
+                              extra_env=dict(var.process_env))
         local_backend.LAUNCHER_PATH = Path(var.launcher) if var.launcher else default_launcher
         t0 = time.monotonic()
         handle = start_server("local", launch)
@@ -206,10 +207,12 @@ def measure_once(spec: dict, var: Variant, weights: Path, log_dir: Path | None =
             # CPU time per generated token: unlike tokens/s, it does not move with the machine's load.
             cpu_ms_per_token = 1000 * (group_cpu_seconds(handle.pgid) - cpu_before_decode) / dec["usage"][
                 "completion_tokens"]
-            return {"variant": var.name, "ready_s": round(ready, 1), "processes": procs, "cpu_s": round(cpu_s, 1), "load_before": load,
+            return {"variant": var.name, "ready_s": round(ready, 1), "processes": procs, "cpu_s": round(cpu_s, 1),
+                    "load_before": load,
                     "greedy": text["choices"][0]["text"], "chat": chat["choices"][0]["message"]["content"],
                     "tokenize_count": tok.get("count"),
-                    "decode_tok_s": round(decode_tps, 1), "decode_cpu_ms_per_token": round(cpu_ms_per_token, 1), "marks": log_marks(handle.log_path)}
+                    "decode_tok_s": round(decode_tps, 1), "decode_cpu_ms_per_token": round(cpu_ms_per_token, 1),
+                    "marks": log_marks(handle.log_path)}
         finally:
             handle.stop()
             if log_dir is not None:  # kept for failed runs too: the log says why
@@ -247,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         readies = [r["ready_s"] for r in runs]
         print(f"{name:<28} {len(runs):>4} {statistics.median(readies):>15.1f} {min(readies):>6.1f} "
-              f"{statistics.median(r['cpu_s'] for r in runs):>6.1f} {runs[0]['processes']:>5} {statistics.median(r['decode_tok_s'] for r in runs):>6.1f} "
+              f"{statistics.median(r['cpu_s'] for r in runs):>6.1f} {runs[0]['processes']:>5} "
+              f"{statistics.median(r['decode_tok_s'] for r in runs):>6.1f} "
               f"{statistics.median(r['decode_cpu_ms_per_token'] for r in runs):>10.1f}  {runs[0]['greedy']!r}")
     greedy = {r["greedy"] for runs in results.values() for r in runs}
     print("same greedy output for every variant" if len(greedy) == 1 else f"greedy outputs DIFFER: {greedy}")

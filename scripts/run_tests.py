@@ -9,8 +9,8 @@ the project's own venv manager, then runs pytest in it. Tests build whatever els
 Tests run side by side in `TT_TEST_WORKERS` xdist workers (default 2, one per core of this project's
 reference host: half of the suite's time is waiting on servers and subprocesses; the timing tests are
 built to pass with one other core kept busy, and a third worker (measured: 3 min faster) left three of
-them failing on a fresh machine), grouped and ordered by tests/scheduling.py; pass `-n 0` (or `-p no:xdist`) to run them in one
-process. pytest prints the 30 slowest steps and the time per test module.
+them failing on a fresh machine), grouped and ordered by tests/scheduling.py; pass `-n 0` (or `-p no:xdist`)
+to run them in one process. pytest prints the 30 slowest steps and the time per test module.
 
 --coverage            measure the product code's line coverage (coverage.py, pyproject.toml's
                       [tool.coverage]) and print it; .ci/run uses it

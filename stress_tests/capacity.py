@@ -95,7 +95,8 @@ class LevelJudgement:
     goodput_decision: str = "inconclusive"  # the Wilson interval against the goal: pass | fail | inconclusive
 
 
-def judge_level(level: float, s: LevelSamples, slos: list[Slo], goal: float, noise_band: float = 0.05) -> LevelJudgement:
+def judge_level(level: float, s: LevelSamples, slos: list[Slo], goal: float,
+                noise_band: float = 0.05) -> LevelJudgement:
     sent = max(s.sent, 1)
     goodput = s.good / sent
     interval = wilson(s.good, sent)

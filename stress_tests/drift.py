@@ -18,18 +18,18 @@ Two questions, each answered pass / fail / inconclusive (``contracts.intervals.d
     pause, a neighbour's load) decides the check; with 10 the end sits a few requests inside. The
     tail comes first because that is where a growing queue or a leak shows first.
   - else **the geometric mean** of the first and last halves (``MIN_HALF`` = 10 requests each):
-    the ratio of the halves' geometric means, its 95% interval from Welch's t on the log latencies.
-    A one-minute run at a media server's concurrency holds tens of requests, too few for any tail
-    percentile; for its centre the mean of log latencies is the efficient estimate. Why not the
-    median with its order-statistic interval: at 15 to 27 requests per half that interval spans
-    about the 20th to 75th percentile of each half, so with latencies spread as a loaded 2-core
-    machine spreads them (sd of log latency 0.25) it decided 1 to 9% of steady simulated runs, the
-    geometric mean 45 to 75% (the tests re-run the 27-request case). Why not a bootstrap of the mean ratio: a percentile bootstrap of 15
-    skewed latencies under-covers, and the arithmetic mean moves with one slow request far more
-    than the mean of logs does. Welch's t assumes roughly normal log latencies (or enough requests
-    for their mean to be); at the 20% limit exactly it was wrong (pass or fail) in 5% of simulated
-    runs, as a 95% interval should be. Halves, not more slices: the fewest requests gain most from
-    the narrowest interval, and a steady rise still shows as half of itself.
+    the ratio of the halves' geometric means, its 95% interval from Welch's t on the log latencies. A
+    one-minute run at a media server's concurrency holds tens of requests, too few for any tail percentile;
+    for its centre the mean of log latencies is the efficient estimate. Why not the median with its
+    order-statistic interval: at 15 to 27 requests per half that interval spans about the 20th to 75th
+    percentile of each half, so with latencies spread as a loaded 2-core machine spreads them (sd of log
+    latency 0.25) it decided 1 to 9% of steady simulated runs, the geometric mean 45 to 75% (the tests re-run
+    the 27-request case). Why not a bootstrap of the mean ratio: a percentile bootstrap of 15 skewed latencies
+    under-covers, and the arithmetic mean moves with one slow request far more than the mean of logs does.
+    Welch's t assumes roughly normal log latencies (or enough requests for their mean to be); at the 20% limit
+    exactly it was wrong (pass or fail) in 5% of simulated runs, as a 95% interval should be. Halves, not more
+    slices: the fewest requests gain most from the narrowest interval, and a steady rise still shows as half
+    of itself.
 
   pass when all of the drift's interval is under the limit, fail when all of it is over,
   inconclusive otherwise or when a half holds fewer than 10 requests (the detail says how many).

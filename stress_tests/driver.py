@@ -184,7 +184,8 @@ async def _drive(cfg: ClientConfig, pool: list[WorkItem], load: Load, tag: str, 
     if run.windows or load.duration_s:  # close the last partial window of a timed load
         last = run.windows[-1].t_end if run.windows else 0.0
         if run.duration_s - last > 0.5:
-            run.windows.append(close_window(run.records, t0, last, run.duration_s + 1e-6, 0, memory() if memory else None))
+            run.windows.append(close_window(run.records, t0, last, run.duration_s + 1e-6, 0,
+                                            memory() if memory else None))
     if detector is not None and run.saturation is None:
         run.saturation = detector.check(run.duration_s)
     return run

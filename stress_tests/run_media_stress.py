@@ -18,12 +18,13 @@ capacity   the highest offered load (capacity_metric=rate, the default here: req
            loop; or concurrency) at which the latency SLO holds with enough goodput, answered in
            requests/s and items/s (clips, photos, texts or images per second)
 
-The default SLO is the spec's functional-tier latency_p50_ms at concurrency 1 as ``e2el_p50`` (the
-bar a release holds the model to), else ``e2el_p99`` at 4 x the median of three unloaded requests
-measured here; ``slo=e2el_p99:MS`` sets it (``ttft`` is accepted as the same number: a media answer
-comes whole). Where the search starts (half the unloaded rate) and how high it may go (4 x max
-concurrency x the unloaded rate) always come from those measured requests. Over-saturation stops a point in closed and open loop alike (``stress_tests/saturation.py``),
-except endurance, which runs its whole length (its drift checks judge a rising latency).
+The default SLO is the spec's functional-tier latency_p50_ms at concurrency 1 as ``e2el_p50`` (the bar a
+release holds the model to), else ``e2el_p99`` at 4 x the median of three unloaded requests measured here;
+``slo=e2el_p99:MS`` sets it (``ttft`` is accepted as the same number: a media answer comes whole). Where the
+search starts (half the unloaded rate) and how high it may go (4 x max concurrency x the unloaded rate) always
+come from those measured requests. Over-saturation stops a point in closed and open loop alike
+(``stress_tests/saturation.py``), except endurance, which runs its whole length (its drift checks judge a
+rising latency).
 
 During every load point the media server's /metrics is sampled about once a second (queue depth,
 batch sizes: ``contracts/server_state.py``, as for LLM points) into the point's ``server_state``.
@@ -188,7 +189,8 @@ def spec_latency_target(ctx: MediaContext) -> tuple[float | None, str]:
             continue
         target = (ref.targets.get(DEFAULT_SLO_TIER) or None)
         if target is not None and target.metrics.get("latency_p50_ms"):
-            return float(target.metrics["latency_p50_ms"]), f"the spec's {DEFAULT_SLO_TIER} latency_p50_ms at concurrency 1"
+            return (float(target.metrics["latency_p50_ms"]),
+                    f"the spec's {DEFAULT_SLO_TIER} latency_p50_ms at concurrency 1")
     return None, f"the spec has no {DEFAULT_SLO_TIER} latency_p50_ms at concurrency 1"
 
 

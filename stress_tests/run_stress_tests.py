@@ -301,7 +301,8 @@ def search_into_record(record, measure, slos, a: StressArgs, integer: bool, out_
     def level_record(j) -> CapacityLevel:
         return CapacityLevel(level=j.level, holds=j.holds, marginal=j.marginal, goodput=round(j.goodput, 4),
                              goodput_ci_low=round(j.goodput_ci[0], 4), goodput_ci_high=round(j.goodput_ci[1], 4),
-                             slo_values_ms={k: (None if v is None else round(v, 2)) for k, v in j.slo_values_ms.items()},
+                             slo_values_ms={k: (None if v is None else round(v, 2))
+                                            for k, v in j.slo_values_ms.items()},
                              goodput_decision=j.goodput_decision,
                              sent=j.sent, failed=j.failed, repeats=j.repeats, duration_s=round(j.duration_s, 2),
                              items_per_s=round(j.items / j.duration_s, 4) if j.items and j.duration_s else None,

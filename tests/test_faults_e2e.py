@@ -239,7 +239,8 @@ def test_silent_server_from_first_request_ends_within_stall_timeout(fake, tmp_pa
     """Headers, then no token ever: the warm-up must end within the stall timeout and say so."""
     server = fake("silence")
     res = run_py(tmp_path / "run", server.url, wargs=f"mode=smoke stall_timeout_s={STALL_S}", timeout=90)
-    assert res.rc is not None, f"still running after {res.elapsed_s:.0f} s (stall timeout {STALL_S} s):\n{res.out[-2000:]}"
+    assert res.rc is not None, (f"still running after {res.elapsed_s:.0f} s (stall timeout {STALL_S} s):\n"
+                                f"{res.out[-2000:]}")
     assert res.elapsed_s < 60, f"took {res.elapsed_s:.0f} s for a {STALL_S} s stall timeout"
     _assert_one_stall_line(res, server.url)
     assert_failed_naming(res, "stall")

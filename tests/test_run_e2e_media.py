@@ -52,12 +52,14 @@ def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):
     functional = next(t for t in media["speech_con-1"]["tiers"] if t["tier"] == "functional")
     # the tier says what its checks decided (smoke: an undecided target is shown, not required)
     assert functional["required"] and functional["decision"] in ("pass", "inconclusive")
-    assert functional["passed"] is {"pass": True}.get(functional["decision"]) and 0 < media["speech_con-1"]["figures"]["rtf"]
+    assert functional["passed"] is {"pass": True}.get(functional["decision"])
+    assert 0 < media["speech_con-1"]["figures"]["rtf"]
     evals = {e["task"]: e for e in report["evals"]}
     speech_eval = evals["speech_word_accuracy"]
     assert speech_eval["samples"] == 3
     # the catalog's whisper-tiny.en allows preprocessing: diarization is scored beside WER
-    assert {"speech_diarization_two_speakers", "speech_diarization_three_speakers", "speech_speaker_count"} <= set(evals)
+    assert {"speech_diarization_two_speakers", "speech_diarization_three_speakers",
+            "speech_speaker_count"} <= set(evals)
     # Three sentences decide little: the score carries its interval, and smoke does not require a decision.
     assert speech_eval["decision"] in ("pass", "inconclusive") and speech_eval["ci95"][0] <= speech_eval["value"]
     check = next(c for c in report["verdict"]["checks"] if c["item"] == "speech_word_accuracy")

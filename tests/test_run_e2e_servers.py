@@ -93,7 +93,8 @@ def test_workflow_server_leaves_a_server_that_answers_curl(tmp_path):
     assert port_free(port)
 
 
-def kill_mid_benchmark(tmp_path: Path, server_args: list[str], sig: int, env: dict | None = None) -> tuple[int, list[int], int]:
+def kill_mid_benchmark(tmp_path: Path, server_args: list[str], sig: int,
+                       env: dict | None = None) -> tuple[int, list[int], int]:
     """Start a benchmarks run, signal run.py once the benchmark client runs; return (exit code, leftovers, port)."""
     port = free_port()
     log = open(tmp_path / "run_py.out", "w")
@@ -176,7 +177,8 @@ def test_killing_run_py_mid_benchmark_removes_the_container(tmp_path):
         code, leftovers, port = kill_mid_benchmark(tmp_path, ["--docker-server", "--override-docker-image", image],
                                                    signal.SIGINT, env)
         assert code != 0 and leftovers == []
-        assert client.containers.list(all=True, filters={"name": f"tt-inference-server-smollm2-135m-instruct-{port}"}) == []
+        name = f"tt-inference-server-smollm2-135m-instruct-{port}"
+        assert client.containers.list(all=True, filters={"name": name}) == []
         assert port_free(port)
     finally:
         client.images.remove(image, force=True)

@@ -147,7 +147,8 @@ def in_process(monkeypatch, tmp_path):
 
 def assert_well_behaved(argv, outcome: Outcome) -> None:
     """The property, for one case."""
-    shown = f"case {[str(a)[:120] for a in argv]!r}: exit {outcome.code}\nstdout: {outcome.out[-1500:]}\nstderr: {outcome.err[-1500:]}"
+    shown = (f"case {[str(a)[:120] for a in argv]!r}: exit {outcome.code}\n"
+             f"stdout: {outcome.out[-1500:]}\nstderr: {outcome.err[-1500:]}")
     console = outcome.out + outcome.err
     assert outcome.code in DOCUMENTED_EXIT_CODES, shown
     assert "Traceback" not in console, shown
@@ -160,8 +161,8 @@ def assert_well_behaved(argv, outcome: Outcome) -> None:
 
 
 def run_process(argv: list[str | bytes], env: dict[str, str]) -> Outcome:
-    result = subprocess.run([sys.executable, str(REPO_ROOT / "run.py"), *argv], capture_output=True, cwd=env["CACHE_ROOT"],
-                            env=env, timeout=120)
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "run.py"), *argv], capture_output=True,
+                            cwd=env["CACHE_ROOT"], env=env, timeout=120)
     return Outcome(result.returncode, result.stdout.decode(errors="backslashreplace"),
                    result.stderr.decode(errors="backslashreplace"), False)
 
@@ -202,7 +203,8 @@ def test_fuzzed_argument_vectors(in_process, tmp_path) -> None:
         assert_well_behaved(argv, outcome)
         codes[outcome.code] = codes.get(outcome.code, 0) + 1
         bare = [a for a in argv if a not in NEVER_IN_A_PROCESS]
-        if not any(isinstance(a, str) and "\x00" in a for a in bare) and (outcome.code == 2 or bytes in map(type, bare)):
+        if (not any(isinstance(a, str) and "\x00" in a for a in bare)
+                and (outcome.code == 2 or bytes in map(type, bare))):
             process_sample.append(bare)
     # A fuzzer whose cases all stop at the first check proves little: both outcomes must be common.
     assert codes.get(2, 0) >= ARGV_CASES // 3 and codes.get(0, 0) >= 10, codes

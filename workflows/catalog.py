@@ -208,7 +208,8 @@ def _expand_template(template: dict[str, Any], impls: dict[str, ImplSpec], versi
             entry.pop("regression_tolerance", None)
             if entry:
                 raise CatalogError(f"unknown device spec key(s) for {model_name}/{device.value}: {sorted(entry)}")
-            env = dict(TT_ENV_DEFAULTS if device.is_tenstorrent else CPU_ENV_DEFAULTS if device is DeviceType.CPU else {})
+            env = dict(TT_ENV_DEFAULTS if device.is_tenstorrent
+                       else CPU_ENV_DEFAULTS if device is DeviceType.CPU else {})
             if engine is InferenceEngine.MEDIA:
                 env = {}  # no vLLM variables; the media server's own come from the template
             env.update(inferred_device_env(device))

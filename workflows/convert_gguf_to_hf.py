@@ -33,7 +33,8 @@ def convert(out_dir: Path, package: str, gguf: str) -> None:
     quantized = AutoModelForCausalLM.from_pretrained(str(pkg), gguf_file=gguf, dtype=torch.bfloat16)
     config = quantized.config.to_dict()
     config.pop("quantization_config", None)
-    plain_config = LlamaConfig(**{k: v for k, v in config.items() if k not in ("architectures", "transformers_version")})
+    plain_config = LlamaConfig(**{k: v for k, v in config.items()
+                                  if k not in ("architectures", "transformers_version")})
     plain_config.architectures = ["LlamaForCausalLM"]
     model = LlamaForCausalLM(plain_config).to(torch.bfloat16)
     missing, unexpected = model.load_state_dict(quantized.state_dict(), strict=False)

@@ -47,7 +47,8 @@ def test_stop_honoured(api):
     out = api.completion(**body, stop=[stop])
     choice = out["choices"][0]
     assert stop not in choice["text"], f"stop {stop!r} appears in {choice['text']!r}"
-    assert choice["text"] == text[:text.find(stop)], f"stopped text {choice['text']!r} is not the prefix before {stop!r}"
+    assert choice["text"] == text[:text.find(stop)], (
+        f"stopped text {choice['text']!r} is not the prefix before {stop!r}")
     assert choice["finish_reason"] == "stop"
 
 

@@ -73,7 +73,8 @@ def test_sweep_modes():
     assert [p.source for p in only] == ["perf_reference"] * 2
     smoke = build_points(SPEC, parse_workflow_args({"mode": "smoke"}))
     assert [p.key for p in smoke] == [(128, 128, 1), (1024, 1024, 32)]  # smoke measures what carries targets
-    no_refs = model_spec(model_id="m", device_model_spec={"max_context": 4096, "max_concurrency": 32, "perf_reference": []})
+    no_refs = model_spec(model_id="m",
+                         device_model_spec={"max_context": 4096, "max_concurrency": 32, "perf_reference": []})
     assert [p.key for p in build_points(no_refs, parse_workflow_args({"mode": "smoke"}))] == [(64, 16, 1), (128, 32, 4)]
     chosen = build_points(SPEC, parse_workflow_args({"points": "128x128x1,64x8x2x3", "num_prompts": "5"}))
     assert [(p.key, p.num_prompts, p.source) for p in chosen] == [((128, 128, 1), 5, "perf_reference"),

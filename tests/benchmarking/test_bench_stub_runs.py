@@ -64,7 +64,8 @@ def _run(run_dir, url, wargs, *extra, env_extra=None):
         json.dump(SPEC, fh)
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TT_SERVED_MODEL_NAME="stub-model", **(env_extra or {}))
     env.pop("OPENAI_API_KEY", None)
-    return subprocess.run([sys.executable, os.path.join(REPO_ROOT, "benchmarking", "run_benchmarks.py"), "--run-dir", run_dir,
+    return subprocess.run([sys.executable, os.path.join(REPO_ROOT, "benchmarking", "run_benchmarks.py"),
+                           "--run-dir", run_dir,
                            "--model-spec-json", spec, "--server-url", url, "--workflow-args-json", json.dumps(wargs),
                            *extra], capture_output=True, text=True, env=env, timeout=120)
 
@@ -72,7 +73,8 @@ def _run(run_dir, url, wargs, *extra, env_extra=None):
 def test_run_benchmarks_smoke_resume_and_exit_codes(stub_factory, tmp_path, tiny_tokenizer_dir):
     stub = stub_factory("--ttft-ms", "3", "--itl-ms", "1", "--fault", "http:500:9")
     run_dir = str(tmp_path / "run")
-    p = _run(run_dir, stub.url, {"mode": "smoke", "goodput": "ttft:1000"}, env_extra={"TT_TOKENIZER_DIR": tiny_tokenizer_dir})
+    p = _run(run_dir, stub.url, {"mode": "smoke", "goodput": "ttft:1000"},
+             env_extra={"TT_TOKENIZER_DIR": tiny_tokenizer_dir})
     assert p.returncode == 0, p.stdout + p.stderr
     assert "TTFT ms" in p.stdout and "warm-up isl=128 osl=32" in p.stdout
     bdir = os.path.join(run_dir, "benchmarks")

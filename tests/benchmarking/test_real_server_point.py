@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -24,7 +23,8 @@ def test_tiny_point_on_real_server(real_cpu_server, tmp_path):
     spec = model_spec(model_id="smollm2", device_model_spec={"max_context": 2048, "max_concurrency": 2,
                                                               "perf_reference": []}).to_dict()
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TT_SERVED_MODEL_NAME="SmolLM2-135M-Instruct", TT_TOKENIZER_DIR=MODEL_DIR)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TT_SERVED_MODEL_NAME="SmolLM2-135M-Instruct",
+               TT_TOKENIZER_DIR=MODEL_DIR)
     env["OPENAI_API_KEY"] = real_cpu_server.api_key
     p = subprocess.run([sys.executable, os.path.join(REPO_ROOT, "benchmarking", "run_benchmarks.py"), "--run-dir",
                         str(tmp_path), "--model-spec-json", str(tmp_path / "spec.json"), "--server-url", server,

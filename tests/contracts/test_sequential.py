@@ -66,8 +66,8 @@ def _half(values, batch, s2, nu):
     """The documented half-width: sqrt(s2 / n) * t_nu(sqrt(k) * margin(k)), k = n / batch."""
     n = len(values)
     k = n / batch
-    return math.sqrt(s2 / n) * student_t_equivalent(math.sqrt(k) * normal_mixture_margin(k, mixture_rho2(DEFAULT_T_OPT)),
-                                                    nu)
+    margin = math.sqrt(k) * normal_mixture_margin(k, mixture_rho2(DEFAULT_T_OPT))
+    return math.sqrt(s2 / n) * student_t_equivalent(margin, nu)
 
 
 def test_mean_cs_of_independent_values_is_the_documented_formula_centred_on_the_mean():

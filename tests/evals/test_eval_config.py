@@ -41,7 +41,8 @@ def test_stdlib_only_imports():
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "import evals.eval_config, records.evals, evals.lm_eval_command, evals.run_evals, evals.lm_eval_session;"
         "std = sys.stdlib_module_names;"
-        "bad = sorted({m.split('.')[0] for m in sys.modules} - set(std) - {'evals', 'contracts', 'records', '__main__'});"
+        "bad = sorted({m.split('.')[0] for m in sys.modules} - set(std)"
+        " - {'evals', 'contracts', 'records', '__main__'});"
         "print(','.join(bad)); sys.exit(1 if bad else 0)"
     )
     proc = subprocess.run([sys.executable, "-S", "-c", code, str(ROOT)], capture_output=True, text=True, check=False)
@@ -100,7 +101,8 @@ def test_task_validation():
         ScoreSpec(metric_keys=("acc,none",), published_score=80.4)
 
 
-@pytest.mark.parametrize("engine, ok", [("vllm", True), ("llamacpp", False), ("media", False), ("something-new", False)])
+@pytest.mark.parametrize("engine, ok",
+                         [("vllm", True), ("llamacpp", False), ("media", False), ("something-new", False)])
 def test_engine_capabilities(engine, ok):
     supported, why = engine_supports_loglikelihood(engine)
     assert supported is ok and why

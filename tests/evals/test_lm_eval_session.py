@@ -49,7 +49,8 @@ def fake_env(tmp_path):
     (pkg / "utils.py").write_text("def setup_logging():\n    pass\n")
     (pkg / "evaluator.py").write_text("")
     (pkg / "config" / "evaluate_config.py").write_text("")
-    (pkg / "tasks" / "_index.py").write_text("class TaskIndex:\n    @staticmethod\n    def build(paths, *, resolve_includes=True):\n        return {}\n")
+    (pkg / "tasks" / "_index.py").write_text("class TaskIndex:\n    @staticmethod\n"
+                                             "    def build(paths, *, resolve_includes=True):\n        return {}\n")
     return dict(os.environ, PYTHONPATH=str(tmp_path / "fake_lm_eval"))
 
 

@@ -213,7 +213,8 @@ def test_server_gone_during_a_task_stops_the_run(tmp_path, fake, smollm_spec, wr
 
 def test_server_still_up_after_a_failure_keeps_going(tmp_path, fake, smollm_spec, write_spec):
     fake.fail = {"tt_offline_mc": "API request failed! Status code: 500, Response text: boom\n"
-                                  "aiohttp.client_exceptions.ClientResponseError: 500, message='Internal Server Error'\n"}
+                                  "aiohttp.client_exceptions.ClientResponseError: 500, "
+                                  "message='Internal Server Error'\n"}
     assert _main(tmp_path, write_spec(smollm_spec)) == 1
     assert fake.tasks_run() == ["tt_offline_mc", "tt_offline_qa", "tt_offline_chat"]
     assert _record(tmp_path, "tt_offline_mc").error == (
@@ -240,7 +241,8 @@ def test_missing_dataset_is_one_line_naming_it():
     msg = summarize_failure(task, text, 1, offline=True, endpoint="http://127.0.0.1:8000/v1/completions")
     assert (
         msg
-        == "dataset openai/gsm8k cannot be reached (HF hub offline: HF_DATASETS_OFFLINE=1); task gsm8k_cot_llama not run"
+        == "dataset openai/gsm8k cannot be reached (HF hub offline: HF_DATASETS_OFFLINE=1); "
+           "task gsm8k_cot_llama not run"
     )
     assert "\n" not in msg
 

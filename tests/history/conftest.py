@@ -51,8 +51,8 @@ def postgres_url():
     assert init.returncode == 0, f"initdb failed: {init.stderr[-2000:]}"
     start = run([str(pg / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w", "-t",
                  str(START_TIMEOUT_S), "-o", f"-k {sock} -c listen_addresses='' -c fsync=off", "start"])
-    assert start.returncode == 0, f"pg_ctl start failed: {start.stderr[-2000:]} " \
-                                  f"{(root / 'server.log').read_text()[-2000:] if (root / 'server.log').exists() else ''}"
+    server_log = (root / "server.log").read_text()[-2000:] if (root / "server.log").exists() else ""
+    assert start.returncode == 0, f"pg_ctl start failed: {start.stderr[-2000:]} {server_log}"
     try:
         made = run([str(pg / "createdb"), "-h", str(sock), "-U", "tt", "history"])
         assert made.returncode == 0, f"createdb failed: {made.stderr[-2000:]}"

@@ -65,7 +65,8 @@ def _spec(kind: str, refs: list[dict], max_con: int = 4):
 def test_plan_points_takes_perf_references_then_sweeps_the_rest():
     refs = [{"isl": 0, "osl": 0, "max_concurrency": 1, "num_prompts": 6, "task_type": "image",
              "params": {"num_inference_steps": 2}},
-            {"isl": 0, "osl": 0, "max_concurrency": 2, "num_prompts": 8, "task_type": "speech"}]  # another kind: ignored
+            # another kind: ignored
+            {"isl": 0, "osl": 0, "max_concurrency": 2, "num_prompts": 8, "task_type": "speech"}]
     ci = plan_points(_spec("image", refs), "image", "ci")
     assert [(p.concurrency, p.source) for p in ci] == [(1, "perf_reference"), (2, "sweep"), (4, "sweep")]
     assert ci[0].params == {"num_inference_steps": 2} and ci[1].params == {"num_inference_steps": 4}

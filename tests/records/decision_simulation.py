@@ -313,7 +313,8 @@ def format_table(rows: list[Row]) -> str:
 
 def format_release(rates: ReleaseRates) -> str:
     return (f"healthy release ({rates.checks} checks: {', '.join(RELEASE_CHECKS)}; every truth 10% better): "
-            f"any check failed in {_pct(rates.any_fail_share)} (<= {_pct(monte_carlo_bounds(rates.any_fail, rates.runs)[1])}) "
+            f"any check failed in {_pct(rates.any_fail_share)} "
+            f"(<= {_pct(monte_carlo_bounds(rates.any_fail, rates.runs)[1])}) "
             f"of {rates.runs} releases; all passed in {_pct(rates.all_pass_share)} (the rest: some check undecided "
             f"within its budget)")
 

@@ -36,7 +36,8 @@ def _run_dir(tmp_path, status="FUNCTIONAL", failed=0, with_point=True):
     if with_point:
         point = MediaPoint(model_id="id_tt-media_tiny_cpu", served_model_name="tiny", kind="image",
                            endpoint="/v1/images/generations", max_concurrency=1, num_requests=4,
-                           completed=4 - failed, failed=failed, failures_by_class={"http_5xx": failed} if failed else {},
+                           completed=4 - failed, failed=failed,
+                           failures_by_class={"http_5xx": failed} if failed else {},
                            error_rate=failed / 4, latency_p50_ms=1000.0, latency_p95_ms=1500.0, latency_p99_ms=1600.0,
                            figures={"images_per_s": 0.2, "s_per_step": 0.25, "latency_p50_ms": 1000.0})
         point.write(tmp_path / "benchmarks" / "media_point_image_con-1.json")

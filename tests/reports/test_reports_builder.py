@@ -155,7 +155,8 @@ def test_test_and_stress_records_are_summarised(make_run):
 
     run = make_run()
     run.set_step("tests", "passed")
-    rec = TestsRecord(cases=[CaseResult("a.py::t_ok", "passed"), CaseResult("a.py::t_long", "failed", message="timeout")])
+    rec = TestsRecord(cases=[CaseResult("a.py::t_ok", "passed"),
+                             CaseResult("a.py::t_long", "failed", message="timeout")])
     rec.summarise()
     rec.write(run.path / "tests" / "tests_record.json")
     record = build_report(run.path)

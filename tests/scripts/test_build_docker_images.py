@@ -105,7 +105,8 @@ def test_the_smoke_test_is_a_whole_smoke_release_through_the_candidate(specs, tm
         cmd = bdi.smoke_command(plan, 18123, tmp_path / "run")
         joined = " ".join(cmd)
         assert "--workflow release" in joined
-        assert cmd[cmd.index("--workflow-args") + 1] == "mode=smoke on_regression=warn perf_tiers=functional"  # works, not fast
+        # works, not fast
+        assert cmd[cmd.index("--workflow-args") + 1] == "mode=smoke on_regression=warn perf_tiers=functional"
         assert "--docker-server" in cmd and f"--override-docker-image {plan.candidate}" in joined
         assert "--local-server" not in cmd and "--server-url" not in cmd
 
@@ -164,7 +165,8 @@ def test_cpu_images_build_from_their_dockerfiles_and_pass_the_smoke_test(tmp_pat
         steps = {s["name"]: s["status"] for s in manifest["steps"]}
         assert manifest["workflow"] == "release" and manifest["status"] == "passed", steps
         assert {"evals", "benchmarks", "tests", "reports"} <= {n for n, st in steps.items() if st == "passed"}, steps
-        assert json.loads((manifests[0].parent / "cli_args.json").read_text()).get("docker_server"), "not through Docker"
+        cli_args = json.loads((manifests[0].parent / "cli_args.json").read_text())
+        assert cli_args.get("docker_server"), "not through Docker"
         # Other tests' containers may run beside this one (xdist workers): only this image's must be gone.
         left = subprocess.run(["docker", "ps", "-aq", "--filter", f"ancestor={plan.tag}"], capture_output=True,
                               text=True).stdout.strip()

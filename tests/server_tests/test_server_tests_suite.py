@@ -107,7 +107,7 @@ def test_every_case_fails_against_its_defect(tmp_path):
 def test_filters_and_listing(tmp_path):
     with FakeOpenAI(MODEL, KEY) as fake:
         auth = run_suite(tmp_path / "a", fake.base_url, {"markers": "auth"})
-        seed = run_suite(tmp_path / "b", fake.base_url, {"test_name": "seed"})
+        run_suite(tmp_path / "b", fake.base_url, {"test_name": "seed"})  # judged below by its record
         listed = run_suite(tmp_path / "c", fake.base_url, {"list_tests": "true", "markers": "errors"})
         nothing = run_suite(tmp_path / "d", fake.base_url, {"test_name": "no_such_case_anywhere"})
         bad_marker = run_suite(tmp_path / "e", fake.base_url, {"markers": "no_such_marker("})

@@ -48,7 +48,8 @@ def _write_records(tmp_path: Path) -> None:
     rec.summarise()
     rec.write(tmp_path / "tests" / "tests_record.json")
     point = StressPointRecord(name="single_x", mode="single", isl=8, osl=4, sent=2, completed=2,
-                              ttft_ms=Distribution(count=2, mean=10.0, p5=5.0, p25=7.0, p50=9.0, p95=12.0, p99=13.0), passed=True)
+                              ttft_ms=Distribution(count=2, mean=10.0, p5=5.0, p25=7.0, p50=9.0, p95=12.0, p99=13.0),
+                              passed=True)
     StressRecord(points=[point], detail="1/1 load points passed", passed=True).write(
         tmp_path / "stress_tests" / "stress_record.json")
     CapacityRecord(slos=["ttft_p99:100"], capacity=2, target=4, target_met=False, levels=[

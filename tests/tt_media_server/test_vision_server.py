@@ -47,7 +47,8 @@ def test_image_tokens_are_counted_in_prompt_tokens(client):
         {"type": "image_url", "image_url": {"url": data_url(png(64, 64))}}, {"type": "text", "text": "what is this?"}]))
     two = client.post("/v1/chat/completions", json=chat([
         {"type": "image_url", "image_url": {"url": data_url(png(64, 64))}},
-        {"type": "image_url", "image_url": {"url": data_url(png(128, 128))}}, {"type": "text", "text": "what is this?"}]))
+        {"type": "image_url", "image_url": {"url": data_url(png(128, 128))}},
+        {"type": "text", "text": "what is this?"}]))
     assert text_only.status_code == one.status_code == two.status_code == 200, (one.text, two.text)
     base, usage_one, usage_two = (r.json()["usage"] for r in (text_only, one, two))
     # 64x64 px = 4x4 patches of 16 px, merged 2x2 -> 4 image tokens; 128x128 -> 16; plus the

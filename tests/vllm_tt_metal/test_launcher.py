@@ -59,8 +59,8 @@ def test_build_argv_env_overrides_spec(launcher):
 
 def test_env_vars_exported_caller_wins(launcher):
     env = {"KEEP": "caller"}
-    launcher.export_env_vars({"env_vars": {"A": 1, "KEEP": "spec"}, "device_model_spec": {"env_vars": {"B": "2", "A": "0"}}},
-                             env)
+    launcher.export_env_vars({"env_vars": {"A": 1, "KEEP": "spec"},
+                              "device_model_spec": {"env_vars": {"B": "2", "A": "0"}}}, env)
     assert env == {"KEEP": "caller", "A": "1", "B": "2"}
 
 

@@ -23,7 +23,8 @@ def _launcher():
 
 def test_jwt_has_upstream_claims_and_matches_launcher(tmp_path):
     token = make_jwt("s3cret-value")
-    assert jwt.decode(token, "s3cret-value", algorithms=["HS256"]) == {"team_id": "tenstorrent", "token_id": "debug-test"}
+    assert jwt.decode(token, "s3cret-value", algorithms=["HS256"]) == {"team_id": "tenstorrent",
+                                                                       "token_id": "debug-test"}
     # The launcher derives the same key from JWT_SECRET with the stdlib only.
     assert _launcher().jwt_hs256("s3cret-value") == token
 

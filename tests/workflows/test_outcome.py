@@ -25,7 +25,7 @@ ENGINE_TRACEBACK = f"""\
 (EngineCore_DP0 pid=42) ERROR 11-22 21:50:09 [core.py:710] {CAUSE} in torch._inductor.config.cpp.cxx: (None, 'g++')
 (APIServer pid=1) ERROR 11-22 21:50:09 [async_llm.py:480] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
 (APIServer pid=1) INFO:     Shutting down
-"""
+"""  # noqa: E501 - vLLM's log lines as it writes them
 
 
 def _manifest(status: RunStatus, *steps: tuple[str, StepStatus, str]) -> Manifest:

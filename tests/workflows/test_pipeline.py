@@ -637,7 +637,8 @@ def test_server_dying_mid_run_stops_with_log_tail_and_keeps_results(tmp_path) ->
 def test_release_children_get_only_the_workflow_args_they_accept():
     from workflows.clients import args_for
 
-    given = {"mode": "smoke", "slo": "ttft_p99:2000", "markers": "sampling", "goodput": "ttft:500", "run_mode": "capacity"}
+    given = {"mode": "smoke", "slo": "ttft_p99:2000", "markers": "sampling", "goodput": "ttft:500",
+             "run_mode": "capacity"}
     assert args_for(WorkflowType.BENCHMARKS, given) == {"mode": "smoke", "goodput": "ttft:500"}
     assert args_for(WorkflowType.TESTS, given) == {"mode": "smoke", "markers": "sampling"}
     stress = args_for(WorkflowType.STRESS_TESTS, given)

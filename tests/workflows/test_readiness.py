@@ -62,13 +62,15 @@ class FakeOpenAIServer:
                     return self._send(401, {"error": "Unauthorized"})
                 if body.get("stream"):
                     chunks = [{"choices": [{"text": "x"}]} for _ in range(body["max_tokens"])]
-                    chunks.append({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": body["max_tokens"]}})
+                    chunks.append({"choices": [],
+                                   "usage": {"prompt_tokens": 5, "completion_tokens": body["max_tokens"]}})
                     data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
                     return self._send(200, data, "text/event-stream")
                 if completion_silence_s:  # headers never come: the server accepted and says nothing
                     time.sleep(completion_silence_s)
                     return
-                self._send(completion_status, {"choices": [{"text": "x"}]} if completion_status == 200 else {"error": "boom"})
+                self._send(completion_status,
+                           {"choices": [{"text": "x"}]} if completion_status == 200 else {"error": "boom"})
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.port = self.httpd.server_address[1]

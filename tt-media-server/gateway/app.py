@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
 
 from gateway.tokens import TokenPolicy, TokenRejected, bearer_token, verify
 from gateway.upstream import UpstreamError, UpstreamPool, UpstreamResponse, UpstreamTimeout

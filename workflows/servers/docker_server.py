@@ -255,7 +255,8 @@ def explain_refusal(plan: DockerRunPlan, exc: Exception) -> str:
                "nvidia-container-toolkit or use another --device"
     if "rlimit" in text:
         limits = ", ".join(f"{n}={s}:{h}" for n, (s, h) in plan.ulimits.items())
-        return f"this Docker host refused the ulimits the spec asks for ({limits}): they exceed the daemon's hard limits"
+        return (f"this Docker host refused the ulimits the spec asks for ({limits}): they exceed the daemon's "
+                f"hard limits")
     if "apply caps" in text or "operation not permitted" in text:
         return "this Docker host refused --privileged/--cap-add (operation not permitted)"
     if "port is already allocated" in text or "address already in use" in text:

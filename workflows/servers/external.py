@@ -35,7 +35,8 @@ class ExternalServerHandle(ServerHandle):
 
 
 def normalize_url(url: str, port: int | None = None) -> str:
-    """``127.0.0.1`` / ``http://host`` / ``http://host:p/llm/v1`` -> ``http://host:p/llm`` (``workflows.server_url``)."""
+    """``127.0.0.1`` / ``http://host`` / ``http://host:p/llm/v1`` -> ``http://host:p/llm``
+    (``workflows.server_url``)."""
     return parse_server_url(url, port).base
 
 

@@ -97,7 +97,8 @@ def test_bind_host_and_tt_devices_and_gpu(tmp_path):
 
 def test_tt_command_mounts_hugepages_whatever_this_host_has(tmp_path, monkeypatch):
     """The printed command is for the TT host: the mount must not depend on the host that prints it."""
-    monkeypatch.setattr(Path, "exists", lambda self: False if str(self) == "/dev/hugepages-1G" else os.path.exists(self))
+    monkeypatch.setattr(Path, "exists",
+                        lambda self: False if str(self) == "/dev/hugepages-1G" else os.path.exists(self))
     argv = build_docker_run_args(make_launch(tmp_path, spec_for("t3k")))
     assert "type=bind,src=/dev/hugepages-1G,dst=/dev/hugepages-1G" in argv
     cpu = build_docker_run_args(make_launch(tmp_path / "cpu", spec_for("cpu")))
@@ -155,7 +156,8 @@ def test_hf_snapshot_mounts_the_repo_dir(tmp_path):
     snap = tmp_path / "hub" / "models--org--M" / "snapshots" / "abc"
     snap.mkdir(parents=True)
     plan = plan_docker_run(make_launch(tmp_path / "run", spec_for(), weights_dir=snap))
-    assert (str(tmp_path / "hub" / "models--org--M"), f"{CONTAINER_WEIGHTS_ROOT}/SmolLM2-135M-Instruct", True) in plan.mounts
+    assert (str(tmp_path / "hub" / "models--org--M"), f"{CONTAINER_WEIGHTS_ROOT}/SmolLM2-135M-Instruct",
+            True) in plan.mounts
     assert plan.env["MODEL_WEIGHTS_PATH"] == f"{CONTAINER_WEIGHTS_ROOT}/SmolLM2-135M-Instruct/snapshots/abc"
 
 
@@ -266,7 +268,8 @@ def test_container_shape_and_log_streaming(real_container, docker_client):
 
 @pytest.mark.docker
 def test_container_exit_during_startup(docker_client, test_image, tmp_path):
-    script = "import sys\nfor i in range(45): print('fake start-up line', i)\nprint('boom: fake engine failure')\nsys.exit(3)"
+    script = ("import sys\nfor i in range(45): print('fake start-up line', i)\n"
+              "print('boom: fake engine failure')\nsys.exit(3)")
     spec = spec_for(docker_options={"command": ["/usr/bin/python3.11", "-c", script]})
     launch = make_launch(tmp_path, spec, extra_mounts=test_image, shm_size="64m")
     handle = start_server("docker", launch)

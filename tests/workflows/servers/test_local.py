@@ -98,8 +98,9 @@ def test_auth_enforced_and_models(real_server):
 @pytest.mark.slow
 def test_completion_echo_logprobs(real_server):
     handle, key, _ = real_server
-    resp = _post(handle, key, "/v1/completions", {"model": handle.served_model_name, "prompt": "The capital of France is",
-                                                  "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1})
+    resp = _post(handle, key, "/v1/completions", {"model": handle.served_model_name,
+                                                  "prompt": "The capital of France is", "max_tokens": 1,
+                                                  "temperature": 0, "echo": True, "logprobs": 1})
     assert resp.status_code == 200, resp.text
     choice = resp.json()["choices"][0]
     lp = choice["logprobs"]
@@ -194,7 +195,8 @@ def test_port_already_taken_is_one_line_and_starts_nothing(tmp_path):
 
 
 def test_server_exits_during_startup_shows_log_tail_and_code(tmp_path):
-    script = 'for i in $(seq 1 50); do echo "fake engine loading $i"; done\necho "fatal: fake engine crashed" >&2\nexit 3\n'
+    script = ('for i in $(seq 1 50); do echo "fake engine loading $i"; done\n'
+              'echo "fatal: fake engine crashed" >&2\nexit 3\n')
     launch = make_launch(tmp_path, cpu_spec(), extra_env={"TT_ENGINE_PYTHON": fake_engine(tmp_path, script)})
     handle = start_server("local", launch)
     try:

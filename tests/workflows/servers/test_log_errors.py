@@ -21,7 +21,7 @@ VLLM_NO_COMPILER = """\
 (APIServer pid=1) INFO:     127.0.0.1:40002 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error
 (APIServer pid=1) INFO 11-22 21:50:10 [launcher.py:110] Shutting down FastAPI HTTP server.
 (APIServer pid=1) INFO:     Shutting down
-"""
+"""  # noqa: E501 - vLLM's log lines as it writes them
 
 MEDIA_WORKER_FAULT = """\
 2026-11-22 21:50:01,123 worker-0 INFO runner cnn-cpu ready
@@ -41,7 +41,8 @@ def test_the_root_cause_wins_over_the_pointer_to_it():
 
 
 def test_media_worker_traceback_and_cannot_start_line():
-    assert last_error(MEDIA_WORKER_FAULT) == "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x1280 and 1000x10)"
+    assert last_error(MEDIA_WORKER_FAULT) == (
+        "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x1280 and 1000x10)")
     assert last_error("INFO starting\ntt-media-server: cannot start: MODEL_RUNNER 'x' is not a runner\n") == (
         "tt-media-server: cannot start: MODEL_RUNNER 'x' is not a runner")
 

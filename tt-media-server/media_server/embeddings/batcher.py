@@ -2,17 +2,17 @@
 
 Why in the server process, before the scheduler: batching pays off only if texts from many
 concurrent requests meet in one model call. Each request's texts are first answered from the LRU;
-texts another request is already waiting for join that request's computation (no second
-forward pass); the rest wait at most `window_ms` for company, are sorted by length (so a batch
-pads to similar lengths) and go to a worker in batches of at most
-`max_size`, split evenly over the free worker slots (so two idle workers each get half of a window's
-texts rather than one getting all of them while the other waits). While `max_inflight` batches of
-the model (by default one per ready worker) are already at the workers, a window that
-ends keeps collecting until one of them returns (or `max_size` texts wait): under concurrency the
-requests answered by one batch come back spread over the time the API process takes to answer
-them, longer than the window, and without this hold the next batches would go out a few texts
-each, paying the model's per-call cost per few texts while the worker is busy anyway. With batching off, each request's own distinct texts go out at once, still sorted
-and split, still de-duplicated.
+texts another request is already waiting for join that request's computation (no second forward
+pass); the rest wait at most `window_ms` for company, are sorted by length (so a batch pads to
+similar lengths) and go to a worker in batches of at most `max_size`, split evenly over the free
+worker slots (so two idle workers each get half of a window's texts rather than one getting all of
+them while the other waits). While `max_inflight` batches of the model (by default one per ready
+worker) are already at the workers, a window that ends keeps collecting until one of them returns
+(or `max_size` texts wait): under concurrency the requests answered by one batch come back spread
+over the time the API process takes to answer them, longer than the window, and without this hold
+the next batches would go out a few texts each, paying the model's per-call cost per few texts while
+the worker is busy anyway. With batching off, each request's own distinct texts go out at once,
+still sorted and split, still de-duplicated.
 
 Counting rule, per input text: a text answered without its own forward pass (LRU hit, duplicate
 inside the request, or joined computation) is a cache hit; a text sent to the model is a miss.

