@@ -482,8 +482,10 @@ def execute(ctx: RunContext, steps: tuple[PipelineStep, ...] = SERVER_STEPS) -> 
         stop_children(ctx)
         _report_what_exists(ctx, status)
     except StepFailed as exc:
-        status, exit_code, cause = RunStatus.FAILED, 1, str(exc).splitlines()[0]
-        ctx.ui.error(str(exc))
+        status, exit_code = RunStatus.FAILED, 1
+        cause, _, details = str(exc).partition("\n")
+        if details.strip():  # the cause is said once, in the closing "run failed: ..." line; its details here
+            ctx.ui.plain(details.rstrip())
         _report_what_exists(ctx, status)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):  # teardown must finish: a signal now would orphan the server

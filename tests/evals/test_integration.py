@@ -20,6 +20,7 @@ import pytest
 
 from evals import run_evals
 from evals.eval_config import EVAL_CONFIGS, EvalConfig
+from evals.offline_config import SMOKE_LIMIT
 from records.evals import EvalRecord
 
 # real_cpu_server: server_url asks for the session's server by name, so the scheduler must be told.
@@ -88,17 +89,17 @@ def test_offline_smoke_is_scored_and_not_failed_against_real_server(tmp_path, se
     assert _run(tmp_path, smollm_spec, server_url, {"mode": "smoke"}) == 0
     for task in EVAL_CONFIGS[SERVED].tasks:
         rec = EvalRecord.read(tmp_path / "evals" / task.task_name / "eval_record.json")
-        # 25 items decide a pass only well above the reference; a healthy server is pass or inconclusive,
+        # SMOKE_LIMIT items decide a pass only well above the reference; a healthy server is pass or inconclusive,
         # never fail (a broken one lands near chance or zero, clearly below the target).
         assert rec.decision in ("pass", "inconclusive") and rec.status == {"pass": "passed"}.get(
             rec.decision, "inconclusive"), rec
         # sequential and paired with the in-process items (evals/sequential_eval.py): the interval is about the
-        # whole set's score, so the target is the whole set's; 25 items are the smoke budget, one look
+        # whole set's score, so the target is the whole set's; SMOKE_LIMIT items are the smoke budget, one look
         assert rec.ci95[0] <= rec.value <= rec.ci95[1] and rec.target == round(
             task.score.reference_score * (1 - task.score.tolerance), 6)
-        assert rec.samples == 25 and rec.reference_score == task.score.reference_score
+        assert rec.samples == SMOKE_LIMIT and rec.reference_score == task.score.reference_score
         assert (rec.looks, rec.stopped, rec.items_total) == (1, "budget", task.score.in_process_scores["full"].samples)
-        assert rec.disagreements == 0 and rec.serving_decision == "inconclusive"  # 25 items cannot show < 10%
+        assert rec.disagreements == 0 and rec.serving_decision == "inconclusive"  # so few items cannot show < 10%
         results = tmp_path / rec.results_file
         assert results.exists() and list(results.parent.glob(f"samples_{task.task_name}_*.jsonl"))
     capsys.readouterr()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from evals.eval_config import EVAL_CONFIGS
+from evals.offline_config import SMOKE_LIMIT
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,8 +40,8 @@ def test_multiple_choice_items():
     for it in items:
         assert 3 <= len(it["choices"]) <= 4 and len(set(it["choices"])) == len(it["choices"])
         assert 0 <= it["label"] < len(it["choices"])
-    # the smoke subset (first 25) mixes categories
-    assert len({it["category"] for it in items[:25]}) >= 4
+    # the smoke subset (the first SMOKE_LIMIT items) mixes categories
+    assert len({it["category"] for it in items[:SMOKE_LIMIT]}) >= 4
 
 
 def test_short_answer_items():

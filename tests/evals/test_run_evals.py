@@ -104,7 +104,7 @@ def test_smoke_run_writes_records_and_outputs(tmp_path, fake, smollm_spec, write
     assert _main(tmp_path, write_spec(smollm_spec)) == 0
     assert fake.tasks_run() == ["tt_offline_mc", "tt_offline_qa", "tt_offline_chat"]
     rec = _record(tmp_path, "tt_offline_mc")
-    # The smoke reference itself, on 25 items: the interval holds the target, so the samples cannot decide.
+    # The fake scores 0.68 on 25 items: the interval holds the target, so the samples cannot decide.
     assert (rec.status, rec.value, rec.samples, rec.mode, rec.passed) == ("inconclusive", 0.68, 25, "smoke", None)
     assert rec.decision == "inconclusive" and rec.ci95[0] < rec.target < rec.ci95[1]
     assert rec.lm_eval_command.startswith(run_evals.sys.executable + " -m lm_eval run --model local-completions")

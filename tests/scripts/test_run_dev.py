@@ -14,7 +14,6 @@ import pytest
 from contracts.retry import wait_http_ok
 from tests.helpers import free_port
 from tests.tt_media_server.conftest import media_python
-from workflows.venvs import venv_path
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "run_dev.py"
@@ -27,8 +26,7 @@ def test_a_device_name_it_does_not_know_is_exit_2():
 
 
 def test_a_device_torch_does_not_see_stops_the_server_with_one_line():
-    if not (venv_path("media-server") / "bin" / "python").exists():
-        pytest.skip("media-server venv missing")
+    media_python()  # run_dev.py starts the server in the media-server venv: built (or awaited) here
     done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cuda:3", "--models", "mock", "--no-auth",
                            "--port", str(free_port())], check=False, capture_output=True, text=True, timeout=120)
     lines = [line for line in done.stderr.splitlines() if "cannot start" in line]

@@ -27,16 +27,17 @@ TEST_API_KEY = "test-key-0123456789"
 
 def media_python() -> Path:
     """The media-server venv's python (where run.py keeps its venvs: TT_WORKFLOW_VENVS_DIR, else the
-    checkout's .workflow_venvs), built through the tool's own venv manager when it is missing (a test
+    checkout's .workflow_venvs), built or awaited through the tool's own venv manager when it is not ready (a test
     run alone must not skip for want of a venv the suite can make); a venv that cannot be built fails."""
     from workflows.venvs import VenvError, ensure_venv, venvs_root
 
+    # Always through ensure_venv (a fingerprint read when the venv is ready): the interpreter exists as soon as
+    # another worker has started building the venv, long before its packages are installed.
     python = venvs_root() / "media-server" / "bin" / "python"
-    if not python.exists():
-        try:
-            ensure_venv("media-server")
-        except VenvError as exc:
-            pytest.fail(f"could not build the media-server venv at {python}: {exc}")
+    try:
+        ensure_venv("media-server")
+    except VenvError as exc:
+        pytest.fail(f"could not build the media-server venv at {python}: {exc}")
     return python
 
 

@@ -157,8 +157,20 @@ def test_failed_step_stops_the_run_and_says_why_last(tmp_path) -> None:
     assert clients.calls == []  # no client ran, so there is nothing to report
     assert statuses(ctx) == {"wait_ready": "failed", "benchmarks": "not_run", "reports": "not_run",
                              "teardown": "passed"}
-    last = out.getvalue().strip().splitlines()[-1]
-    assert last == "error: run failed: wait_ready: http://127.0.0.1:9 not ready after 5 s (stage health: no answer)"
+    lines = out.getvalue().strip().splitlines()
+    assert lines[-1] == "error: run failed: wait_ready: http://127.0.0.1:9 not ready after 5 s (stage health: no answer)"
+    assert sum("not ready after 5 s" in line for line in lines) == 1, lines  # the cause is said once
+
+
+def test_a_failed_steps_details_print_once_before_the_closing_cause(tmp_path) -> None:
+    def broken(ctx):
+        raise StepFailed("prepare_host: weights missing\n  looked in /nowhere\n  set MODEL_WEIGHTS_PATH")
+
+    ctx, out = make_ctx(tmp_path, "--workflow", "benchmarks", runner=FakeClients())
+    assert pipeline.execute(ctx, (PipelineStep("prepare_host", broken, "preparing"),)) == 1
+    lines = out.getvalue().strip().splitlines()
+    assert lines[-1] == "error: run failed: prepare_host: weights missing"
+    assert sum("weights missing" in line for line in lines) == 1 and "  set MODEL_WEIGHTS_PATH" in lines, lines
 
 
 def test_interrupt_stops_the_client_then_still_reports_marked_interrupted(tmp_path) -> None:
