@@ -158,7 +158,8 @@ def test_failed_step_stops_the_run_and_says_why_last(tmp_path) -> None:
     assert statuses(ctx) == {"wait_ready": "failed", "benchmarks": "not_run", "reports": "not_run",
                              "teardown": "passed"}
     lines = out.getvalue().strip().splitlines()
-    assert lines[-1] == "error: run failed: wait_ready: http://127.0.0.1:9 not ready after 5 s (stage health: no answer)"
+    assert lines[-1] == ("error: run failed: wait_ready: http://127.0.0.1:9 not ready after 5 s "
+                         "(stage health: no answer)")
     assert sum("not ready after 5 s" in line for line in lines) == 1, lines  # the cause is said once
 
 
