@@ -3,7 +3,7 @@
 
 Usage: python3 scripts/run_dev.py [--device auto|cpu|cuda|cuda:N|mps] [--models BAAI/bge-m3,...]
                                   [--host 127.0.0.1] [--port 8000] [--no-auth] [--reload]
-Runs ``uvicorn main:app`` from tt-media-server/ in the media-server venv with MODEL_DEVICE and MODELS
+Runs ``uvicorn main:app`` from tt-media-server/ in the media-server venv (built on first use) with MODEL_DEVICE and MODELS
 set from the flags (the environment's values otherwise; AUTO_DOWNLOAD_MODELS, HF_TOKEN and every
 other setting pass through). Bad flags exit 2; the server's own exit code is returned.
 
@@ -23,7 +23,23 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER_DIR = REPO / "tt-media-server"
-VENV_PYTHON = REPO / ".workflow_venvs" / "media-server" / "bin" / "python"
+
+
+def server_python() -> Path | None:
+    """The media-server venv's python, built (or checked) by the venv manager run.py uses: requirements/
+    media-server.txt with torch's CPU build from where this host has it. So the first ``run_dev.py`` after
+    ``uv sync`` (whose environment holds only the orchestrator) builds the server's venv once, saying so.
+    None, with one line on stderr, when it cannot be built."""
+    sys.path.insert(0, str(REPO))
+    from workflows.venvs import VenvError, ensure_venv  # noqa: PLC0415 (the repository is importable only now)
+
+    try:
+        info = ensure_venv("media-server")
+    except VenvError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"run_dev: cannot start: the media-server venv could not be built: {first}", file=sys.stderr)
+        return None
+    return info.python
 
 
 class AuthRefused(ValueError):
@@ -88,7 +104,6 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.port <= 65535:
         print(f"error: --port {args.port}: must be 1..65535", file=sys.stderr)
         return 2
-    python = VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable)
     env = dict(os.environ, MODEL_DEVICE=args.device.strip().lower())
     if args.models:
         env["MODELS"] = args.models
@@ -97,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     except AuthRefused as exc:
         print(exc, file=sys.stderr)
         return 2
+    python = server_python()
+    if python is None:
+        return 1
     command = [str(python), "-m", "uvicorn", "main:app", "--lifespan", "on", "--host", args.host,
                "--port", str(args.port)] + (["--reload"] if args.reload else [])
     print(f"run_dev: MODEL_DEVICE={env['MODEL_DEVICE']} MODELS={env.get('MODELS', '') or '(MODEL_RUNNER)'} "
