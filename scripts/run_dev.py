@@ -4,9 +4,8 @@
 Usage: python3 scripts/run_dev.py [--device auto|cpu|cuda|cuda:N|mps] [--models BAAI/bge-m3,...]
                                   [--host 127.0.0.1] [--port 8000] [--no-auth] [--reload]
 Runs ``uvicorn main:app`` from tt-media-server/ in the media-server venv (built on first use) with
-MODEL_DEVICE and MODELS
-set from the flags (the environment's values otherwise; AUTO_DOWNLOAD_MODELS, HF_TOKEN and every
-other setting pass through). Bad flags exit 2; the server's own exit code is returned.
+MODEL_DEVICE and MODELS set from the flags (the environment's values otherwise; AUTO_DOWNLOAD_MODELS,
+HF_TOKEN and every other setting pass through). Bad flags exit 2; the server's own exit code is returned.
 
 Auth: the small-model server's quick start calls it with no key, so with no API_KEY (environment or
 tt-media-server/.env) a server bound to loopback serves without auth and says so in one line; bound
