@@ -151,6 +151,13 @@ class RunDirectory:
         """Secrets removed: for anything shown or written that came from a child or a server."""
         return self._redact(text)
 
+    def also_redact(self, secret: str | None) -> None:
+        """A secret learnt after the directory was made (a standby server's key) is removed from now on."""
+        if not secret or len(secret) < 8:
+            return
+        earlier = self._redact
+        self._redact = lambda text: earlier(text).replace(secret, "***REDACTED***")
+
     def relative(self, path: Path) -> str:
         return str(Path(path).resolve().relative_to(self.path))
 

@@ -35,6 +35,9 @@ def pytest_configure(config) -> None:
     if "TT_HISTORY_URL" not in os.environ:
         folder = Path(tempfile.mkdtemp(prefix="tt-test-history-"))
         os.environ["TT_HISTORY_URL"] = f"sqlite:///{folder / 'history.sqlite3'}"
+    # Likewise standby servers (workflows/servers/standby.py): a developer's own `--workflow server` must not be
+    # reused by a test's --local-server run, nor a test's by the developer; always this session's own folder.
+    os.environ["TT_STANDBY_DIR"] = tempfile.mkdtemp(prefix="tt-test-standby-")
 
 
 @dataclass

@@ -78,6 +78,7 @@ def test_workflow_server_leaves_a_server_that_answers_curl(tmp_path):
         manifest = json.loads((run_dir / "manifest.json").read_text())
         assert manifest["workflow"] == "server"
         assert bearer not in (run_dir / "run.log").read_text()
+        _a_later_local_run_reuses_it_as_a_standby(url, pid_info, bearer)
     finally:
         try:
             os.killpg(pid_info["pgid"], signal.SIGTERM)
@@ -91,6 +92,22 @@ def test_workflow_server_leaves_a_server_that_answers_curl(tmp_path):
         except ProcessLookupError:
             pass
     assert port_free(port)
+
+
+def _a_later_local_run_reuses_it_as_a_standby(url: str, pid_info: dict, bearer: str) -> None:
+    """A --local-server run of the same spec attaches to the server --workflow server left (no start of its own),
+    says so, passes, and leaves it running; its record is readable by this user only (it holds the key)."""
+    records = list(Path(os.environ["TT_STANDBY_DIR"]).glob("*.json"))
+    assert len(records) == 1 and records[0].stat().st_mode & 0o777 == 0o600, records
+    proc = subprocess.run(run_py("--workflow", "tests", "--local-server", "--service-port", str(free_port()),
+                                 "--workflow-args", "test_name=unknown_model"),
+                          cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"reusing the standby server at {url} (pid {pid_info['pid']}" in proc.stdout
+    run_dir = Path(proc.stdout.strip().splitlines()[-1].split(": ", 1)[1])
+    assert json.loads((run_dir / "server.pid.json").read_text())["standby"] is True
+    assert bearer not in (run_dir / "run.log").read_text()
+    assert requests.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {bearer}"}, timeout=10).ok
 
 
 def kill_mid_benchmark(tmp_path: Path, server_args: list[str], sig: int,

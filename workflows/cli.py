@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--engine", help=f"inference engine filter: {', '.join(ENGINES)}")
     parser.add_argument("--local-server", action="store_true", help="start the server as a process on this host")
     parser.add_argument("--docker-server", action="store_true", help="start the server in a Docker container")
+    parser.add_argument("--fresh-server", action="store_true",
+                        help="with --local-server: start this run's own server even when a standby server of the "
+                             "same spec (left running by --workflow server) would be reused")
     parser.add_argument("--server-url", help="use an already running server at this base URL")
     parser.add_argument("--service-port", default=os.environ.get("SERVICE_PORT", "8000"),
                         help="server port (default: $SERVICE_PORT or 8000)")
@@ -221,6 +224,7 @@ class RunOptions:
     auth_mode: str = "key"
     output_dir: Path | None = None
     ignore_verdict: bool = False
+    fresh_server: bool = False
     list_catalog: bool = False
     list_format: str = "table"
     history: bool = False
@@ -399,6 +403,8 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     if ns.compare_to is not None:
         flags["compare_to"] = check_compare_to(ns.compare_to, workflow)
     mode = ServerMode.LOCAL if ns.local_server else ServerMode.DOCKER if ns.docker_server else ServerMode.EXTERNAL
+    if ns.fresh_server and mode is not ServerMode.LOCAL:
+        raise UsageError("--fresh-server applies to --local-server only (a standby server is a local one)")
     device_ids = parse_device_ids(ns.device_id)
     return RunOptions(
         workflow=workflow, model=model, device=device, impl=impl, engine=engine, server_mode=mode,
@@ -410,7 +416,8 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
         vllm_override_args=parse_json_object("--vllm-override-args", ns.vllm_override_args),
         reset_venvs=ns.reset_venvs, model_spec_json=Path(ns.model_spec_json) if ns.model_spec_json else None,
         print_docker_cmd=ns.print_docker_cmd, no_auth=ns.no_auth, auth_mode=ns.auth,
-        output_dir=Path(ns.output_dir) if ns.output_dir else None, ignore_verdict=ignore_verdict, flags=flags,
+        output_dir=Path(ns.output_dir) if ns.output_dir else None, ignore_verdict=ignore_verdict,
+        fresh_server=ns.fresh_server, flags=flags,
     )
 
 

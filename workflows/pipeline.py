@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contracts import REPO_ROOT
@@ -152,10 +153,59 @@ def start_server(ctx: RunContext) -> str:
                                               server_launch(ctx), ctx.auth, ctx.options.service_port)
             return (f"{ctx.server_mode.value} server behind the JWT gateway at {ctx.server.base_url} "
                     "(logs: server.log, gateway.log)")
-        ctx.server = _start(ctx.server_mode.value, server_launch(ctx))
+        launch = server_launch(ctx)
+        standby = _reusable_standby(ctx, launch)
+        if standby is not None:
+            return standby
+        ctx.server = _start(ctx.server_mode.value, launch)
     except ServerStartError as exc:
         raise StepFailed(str(exc)) from None
     return f"{ctx.server_mode.value} server at {ctx.server.base_url} (log: server.log)"
+
+
+def _standby_terms(ctx: RunContext, launch) -> tuple[Path | None, str]:
+    """(the engine's python, the auth identity): with the launch, what a standby's fingerprint covers."""
+    from workflows.servers.local import resolve_engine_python
+    from workflows.servers.standby import key_identity
+
+    engine_python = resolve_engine_python(launch) if ctx.spec.device_type is DeviceType.CPU else None
+    return engine_python, key_identity(ctx.auth.source if ctx.auth else "none", launch.api_key)
+
+
+def _reusable_standby(ctx: RunContext, launch) -> str | None:
+    """Attach to a standby server of this spec (``workflows.servers.standby``): the step's detail, or None."""
+    if (ctx.server_mode is not ServerMode.LOCAL or ctx.workflow is WorkflowType.SERVER or ctx.options.fresh_server
+            or ctx.auth is None):
+        return None
+    from dataclasses import replace
+
+    from workflows.servers.standby import attach_standby
+
+    standby = attach_standby(launch, *_standby_terms(ctx, launch), log=lambda m: ctx.run_dir.log(m, "standby"))
+    if standby is None:
+        return None
+    key = standby.record.bearer
+    ctx.auth = replace(ctx.auth, bearer=key, server_api_key=key, source=f"{ctx.auth.source} (standby server's key)",
+                       secrets=ctx.auth.secrets + ((key,) if key else ()))
+    ctx.run_dir.also_redact(key)
+    ctx.server = standby
+    standby.write_pidfile(ctx.run_dir.path)
+    ctx.run_dir.log(standby.reuse_line(), "standby")
+    return standby.reuse_line()
+
+
+def _keep_as_standby(ctx: RunContext) -> None:
+    """``--workflow server --local-server``: record the server it leaves running for later runs to reuse."""
+    if ctx.server_mode is not ServerMode.LOCAL or ctx.server is None or ctx.options.auth_mode == "jwt-gateway":
+        return
+    from workflows.servers.standby import keep_as_standby
+
+    launch = server_launch(ctx)
+    record = keep_as_standby(ctx.server, launch, *_standby_terms(ctx, launch), bearer=ctx.bearer,
+                             run_id=ctx.run_dir.path.name)
+    if record is not None:
+        ctx.ui.plain(f"Standby: later --local-server runs of this spec reuse this server instead of starting "
+                     f"their own (fingerprint {record.fingerprint}; --fresh-server starts their own)")
 
 
 def wait_ready(ctx: RunContext) -> str:
@@ -468,6 +518,7 @@ def execute(ctx: RunContext, steps: tuple[PipelineStep, ...] = SERVER_STEPS) -> 
             keep_server = True
             assert ctx.server is not None
             ctx.ui.server_instructions(ctx.server.describe_how_to_reach(ctx.bearer))
+            _keep_as_standby(ctx)
             return 0
         exit_code = run_clients(ctx)
         if exit_code == EXIT_VERDICT_INCONCLUSIVE:

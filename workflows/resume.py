@@ -139,6 +139,8 @@ def stop_orphans(run_dir: Path, timeout: float = ORPHAN_STOP_TIMEOUT_S) -> list[
         data = _read(Path(run_dir) / name)
         entries = _clients(data) if name == CLIENT_FILE else [data] if isinstance(data, dict) else []
         for info in entries:
+            if info.get("standby"):
+                continue  # a standby server the killed run reused: the user's, left running
             pgid = info.get("pgid", info.get("pid"))
             # Without a start time a pid may be anyone's by now: only a process known to be the same is stopped.
             if not _alive({"pid": pgid, "start_time": info.get("start_time")}):

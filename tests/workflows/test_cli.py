@@ -55,6 +55,14 @@ def test_ignore_verdict_from_workflow_args() -> None:
     assert parse(*base, "--ignore-verdict").ignore_verdict
 
 
+def test_fresh_server_is_for_a_local_server_only() -> None:
+    base = ("--model", "SmolLM2-135M-Instruct", "--workflow", "release", "--device", "cpu")
+    assert parse(*base, "--local-server", "--fresh-server").fresh_server
+    assert not parse(*base, "--local-server").fresh_server
+    with pytest.raises(UsageError, match="--fresh-server applies to --local-server only"):
+        parse(*base, "--docker-server", "--fresh-server")
+
+
 def test_list_options() -> None:
     assert parse("--list").list_catalog and parse("--list").list_format == "table"
     assert parse("--list", "--format", "json").list_format == "json"
