@@ -9,15 +9,20 @@ check the samples behind it, how many looks and why sampling stopped. A run coun
 check is inconclusive. The first run of a mode builds whatever is missing (venvs, the converted model); pass
 ``--warm-up`` to run one unmeasured release first.
 
-    python3 scripts/measure_release_time.py --modes smoke,ci [--runs 2] [--warm-up]
+    python3 scripts/measure_release_time.py --modes smoke,ci [--runs 2] [--warm-up] [--standby]
+
+Without ``--standby`` every release starts its own server (``--fresh-server``); with it, one standby server
+is started first and every release reuses it (the figure of a model engineer who keeps one running).
 
 Exit status: 0 when every measured release exited 0, 1 otherwise (its last lines name why).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -49,17 +54,35 @@ class ReleaseTiming:
     checks: list[dict] = field(default_factory=list)
 
 
-def release_command(model: str, mode: str, run_dir: Path) -> list[str]:
+def release_command(model: str, mode: str, run_dir: Path, standby: bool = False) -> list[str]:
+    """The README's main command; without ``standby`` it starts its own server (``--fresh-server``) even where
+    the user keeps a standby, so the figure includes the server's start."""
     return [sys.executable, str(REPO / "run.py"), "--model", model, "--device", "cpu", "--workflow", "release",
-            "--local-server", "--workflow-args", f"mode={mode}", "--output-dir", str(run_dir)]
+            "--local-server", "--workflow-args", f"mode={mode}", "--output-dir", str(run_dir),
+            *([] if standby else ["--fresh-server"])]
 
 
-def measure_once(model: str, mode: str, run_dir: Path) -> ReleaseTiming:
+def start_standby(model: str, root: Path) -> tuple[dict[str, str], int]:
+    """``run.py --workflow server --local-server`` into a private standby folder: (the env that finds it, pgid)."""
+    env = dict(os.environ, TT_STANDBY_DIR=str(root / "standby"))
+    done = subprocess.run([sys.executable, str(REPO / "run.py"), "--model", model, "--device", "cpu", "--workflow",
+                           "server", "--local-server", "--service-port", "8199", "--output-dir",
+                           str(root / "standby-server")], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=900)
+    pid_file = root / "standby-server" / "server.pid.json"
+    if done.returncode != 0 or not pid_file.is_file():
+        raise SystemExit(f"measure_release_time: the standby server did not start (exit {done.returncode}): "
+                         f"{(done.stdout + done.stderr).strip().splitlines()[-1:]}")
+    return env, int(json.loads(pid_file.read_text())["pgid"])
+
+
+def measure_once(model: str, mode: str, run_dir: Path, env: dict[str, str] | None = None) -> ReleaseTiming:
     load = os.getloadavg()[0]
     started = time.monotonic()
     try:
-        code = subprocess.run(release_command(model, mode, run_dir), cwd=REPO, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=RUN_DEADLINE_S.get(mode, 3600)).returncode
+        code = subprocess.run(release_command(model, mode, run_dir, standby=env is not None), cwd=REPO, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=RUN_DEADLINE_S.get(mode, 3600)).returncode
     except subprocess.TimeoutExpired:
         code = 124
     timing = ReleaseTiming(mode, code, time.monotonic() - started, load_before=load)
@@ -114,6 +137,22 @@ def print_checks(checks: list[dict]) -> None:
               f"looks={c.get('looks') if c.get('looks') is not None else '-'!s:<3} {c.get('stopped') or '-'}")
 
 
+def measure_modes(args: argparse.Namespace, modes: list[str], root: Path, env: dict[str, str] | None) -> list[str]:
+    """Each mode's releases, measured and printed; the lines of those that did not exit 0."""
+    if args.warm_up:
+        warm = measure_once(args.model, modes[0], root / "warm-up", env)
+        print(f"warm-up release (mode={modes[0]}): exit {warm.exit_code} in {warm.wall_s:.0f} s")
+    if env is not None:
+        print("releases reuse one standby server (run.py --workflow server --local-server, started first)")
+    failed = []
+    for mode in modes:
+        timings = [measure_once(args.model, mode, root / f"{mode}-{i}", env) for i in range(1, args.runs + 1)]
+        print_mode(mode, timings)
+        failed += [f"{mode} run {i} exited {t.exit_code} (see {root / f'{mode}-{i}' / 'run.log'})"
+                   for i, t in enumerate(timings, 1) if t.exit_code != 0]
+    return failed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="SmolLM2-135M-Instruct")
@@ -121,21 +160,22 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1, help="measured releases per mode")
     parser.add_argument("--warm-up", action="store_true", help="one unmeasured release first (builds venvs)")
     parser.add_argument("--keep", type=Path, help="keep the run directories under this folder")
+    parser.add_argument("--standby", action="store_true",
+                        help="start one standby server first (run.py --workflow server --local-server) and measure "
+                             "releases that reuse it; stopped at the end")
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not modes or args.runs < 1 or any(m not in RUN_DEADLINE_S for m in modes):
         parser.error("--modes takes smoke, ci or full; --runs at least 1")
     root = args.keep or Path(tempfile.mkdtemp(prefix="tt-release-time-"))
     root.mkdir(parents=True, exist_ok=True)
-    if args.warm_up:
-        warm = measure_once(args.model, modes[0], root / "warm-up")
-        print(f"warm-up release (mode={modes[0]}): exit {warm.exit_code} in {warm.wall_s:.0f} s")
-    failed = []
-    for mode in modes:
-        timings = [measure_once(args.model, mode, root / f"{mode}-{i}") for i in range(1, args.runs + 1)]
-        print_mode(mode, timings)
-        failed += [f"{mode} run {i} exited {t.exit_code} (see {root / f'{mode}-{i}' / 'run.log'})"
-                   for i, t in enumerate(timings, 1) if t.exit_code != 0]
+    env, standby_pgid = start_standby(args.model, root) if args.standby else (None, None)
+    try:
+        failed = measure_modes(args, modes, root, env)
+    finally:
+        if standby_pgid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(standby_pgid, signal.SIGTERM)
     print(f"\nrun directories: {root}")
     if failed:
         print("measure_release_time: " + "; ".join(failed), file=sys.stderr)
