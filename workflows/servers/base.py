@@ -112,6 +112,19 @@ def check_port_free(host: str, port: int) -> None:
             raise ServerStartError(f"cannot bind {host}:{port}: {exc.strerror}") from None
 
 
+def check_launch_port_free(launch: ServerLaunch) -> None:
+    """``check_port_free`` for a launch; with ``--device-id`` the line says how a second card's server coexists
+    (one server per port: two of one model on one port would shadow each other)."""
+    try:
+        check_port_free(launch.bind_host, launch.service_port)
+    except ServerStartError as exc:
+        if not launch.device_ids:
+            raise
+        ids = ",".join(str(i) for i in launch.device_ids)
+        raise ServerStartError(f"{exc}; a server for --device-id {ids} beside another card's needs its own port: "
+                               f"--service-port {launch.service_port + 1 + min(launch.device_ids)}, say") from None
+
+
 def tail_file(path: Path | None, n: int = 40) -> str:
     """Last ``n`` lines of a (possibly large, possibly missing) text file."""
     if path is None or not Path(path).is_file():

@@ -37,7 +37,7 @@ from workflows.servers.base import (
     ServerHandle,
     ServerLaunch,
     ServerStartError,
-    check_port_free,
+    check_launch_port_free,
     connect_host,
     reach_lines,
     safe_name,
@@ -397,7 +397,7 @@ def run_interactive(launch: ServerLaunch, call=subprocess.call) -> int:
     Why the docker CLI and not the SDK: only the CLI hands the container a TTY wired to run.py's own
     terminal. Returns the shell's exit code; the container is removed when the shell exits (--rm).
     """
-    check_port_free(launch.bind_host, launch.service_port)
+    check_launch_port_free(launch)
     plan = plan_docker_run(launch)
     plan.interactive = True
     check_hugepages(plan)
@@ -416,7 +416,7 @@ def run_interactive(launch: ServerLaunch, call=subprocess.call) -> int:
 def start_docker(launch: ServerLaunch) -> DockerServerHandle:
     import docker
 
-    check_port_free(launch.bind_host, launch.service_port)
+    check_launch_port_free(launch)
     plan = plan_docker_run(launch)
     check_hugepages(plan)
     client = docker_client()

@@ -25,7 +25,7 @@ from workflows.servers.base import (
     ServerHandle,
     ServerLaunch,
     ServerStartError,
-    check_port_free,
+    check_launch_port_free,
     connect_host,
     reach_lines,
 )
@@ -191,7 +191,7 @@ def _server_process(launch: ServerLaunch, python: Path) -> tuple[list[str], dict
 
 def start_local(launch: ServerLaunch) -> LocalServerHandle:
     """Start the launcher; returns at once (readiness is waited for separately)."""
-    check_port_free(launch.bind_host, launch.service_port)
+    check_launch_port_free(launch)
     if launch.weights_dir is not None and not launch.weights_dir.exists():
         raise ServerStartError(f"weights directory {launch.weights_dir} does not exist")
     python = resolve_engine_python(launch)

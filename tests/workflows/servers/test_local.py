@@ -194,6 +194,22 @@ def test_port_already_taken_is_one_line_and_starts_nothing(tmp_path):
     assert not launch.server_log_path.exists()
 
 
+def test_a_second_cards_server_on_a_taken_port_is_told_which_port_to_take(tmp_path):
+    """run.py's multi-card example: one server per --device-id; the second on the first's port is refused with
+    one line that names a port of its own (never two servers of one model behind one port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        launch = make_launch(tmp_path, cpu_spec(), port=port, device_ids=[1],
+                             extra_env={"TT_ENGINE_PYTHON": fake_engine(tmp_path, "exit 0\n")})
+        with pytest.raises(ServerStartError) as exc:
+            start_server("local", launch)
+    message = str(exc.value)
+    assert "already in use" in message and f"--device-id 1 beside another card's needs its own port: " \
+        f"--service-port {port + 2}" in message and "\n" not in message
+
+
 def test_server_exits_during_startup_shows_log_tail_and_code(tmp_path):
     script = ('for i in $(seq 1 50); do echo "fake engine loading $i"; done\n'
               'echo "fatal: fake engine crashed" >&2\nexit 3\n')
