@@ -337,8 +337,10 @@ def test_sigkill_of_run_py_leaves_no_child_sending_and_resume_reruns_the_point(f
     assert len(server.requests()) == count, "requests kept arriving after run.py was killed"
     first = run_dir / "benchmarks" / f"{POINT1}.json"
     assert not first.exists() or json.loads(first.read_text()).get("complete") is False
-    # A re-run with the same --output-dir measures the cut point again instead of accepting it.
-    again = run_py(run_dir, fake().url)
+    # The same command with the same --output-dir resumes the killed run (as without --output-dir) and measures
+    # the cut point again instead of accepting it.
+    again = run_py(run_dir, server.url, timeout=240)
+    assert again.rc == 0 and re.search(r"^Resuming \S+: its run.py was killed", again.out, re.M), again.out[-2000:]
     assert f"{POINT1} (tt): already finished" not in again.out, again.out[-2000:]
     rec = point(run_dir, POINT1)
     # measured whole again: its minimum of 4, then more while a target check was undecided (adaptive sampling)

@@ -190,12 +190,18 @@ def _run(argv: list[str]) -> int:
         _check_bearer(auth)
         assert options.workflow is not None
         run_id = make_run_id(spec.model_id, options.workflow.value)
-        killed = None
-        if options.output_dir is None:  # the same command after a hard kill picks up where that run stopped
-            from workflows.resume import find_killed_run
+        # The same command after a hard kill picks up where that run stopped, in its own directory or the one
+        # --output-dir names.
+        from workflows.resume import RunInProgress, find_killed_run, killed_run_at
 
-            killed = find_killed_run(default_runs_root(), spec.model_id, options.workflow.value, options.record())
-            run_id = killed.run_id if killed else run_id
+        try:
+            killed = find_killed_run(default_runs_root(), spec.model_id, options.workflow.value, options.record()) \
+                if options.output_dir is None else \
+                killed_run_at(options.output_dir.absolute(), spec.model_id, options.workflow.value,
+                              options.record())
+        except RunInProgress as exc:
+            raise UsageError(str(exc)) from None
+        run_id = killed.run_id if killed else run_id
         try:
             path = claim_output_dir(killed.path if killed else options.output_dir or default_runs_root() / run_id,
                                     spec.model_id, options.workflow.value)

@@ -108,6 +108,10 @@ class KilledRun:
     run_id: str
 
 
+class RunInProgress(ValueError):
+    """The run directory belongs to a run.py that is still running; the message is one line."""
+
+
 def find_killed_run(runs_root: Path, model_id: str, workflow: str, cli_args: dict) -> KilledRun | None:
     """The newest run of ``model_id``/``workflow`` under ``runs_root`` when run.py was killed during
     it and it was started with the same arguments; else None."""
@@ -122,13 +126,31 @@ def find_killed_run(runs_root: Path, model_id: str, workflow: str, cli_args: dic
                 model_id, workflow):
             continue
         # Only the newest run of this model and workflow: an older killed run was superseded.
-        owner = _read(path / OWNER_FILE)
-        if manifest.get("status") != "running" or owner is None or _alive(owner):
-            return None
-        if _read(path / "cli_args.json") != json.loads(json.dumps(cli_args, default=str)):
-            return None
-        return KilledRun(path, str(manifest.get("run_id") or path.name))
+        return _killed(path, manifest, cli_args)
     return None
+
+
+def killed_run_at(path: Path, model_id: str, workflow: str, cli_args: dict) -> KilledRun | None:
+    """``--output-dir PATH``: the run in PATH when its run.py was killed and this is the same command (resumed,
+    its orphans stopped, as without --output-dir); RunInProgress when its run.py still runs (two runs must
+    never write one directory); else None."""
+    manifest = _read(Path(path) / "manifest.json")
+    if not isinstance(manifest, dict) or (manifest.get("model_id"), manifest.get("workflow")) != (model_id, workflow):
+        return None
+    owner = _read(Path(path) / OWNER_FILE)
+    if manifest.get("status") == "running" and _alive(owner):
+        raise RunInProgress(f"--output-dir {path} belongs to a run that is still going (run.py pid "
+                            f"{owner['pid']}): wait for it, stop it, or pick another directory")
+    return _killed(Path(path), manifest, cli_args)
+
+
+def _killed(path: Path, manifest: dict, cli_args: dict) -> KilledRun | None:
+    owner = _read(path / OWNER_FILE)
+    if manifest.get("status") != "running" or owner is None or _alive(owner):
+        return None
+    if _read(path / "cli_args.json") != json.loads(json.dumps(cli_args, default=str)):
+        return None
+    return KilledRun(path, str(manifest.get("run_id") or path.name))
 
 
 def stop_orphans(run_dir: Path, timeout: float = ORPHAN_STOP_TIMEOUT_S) -> list[str]:

@@ -6,11 +6,15 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from workflows.processes import process_start_time
 from workflows.resume import (
     CLIENT_FILE,
     OWNER_FILE,
+    RunInProgress,
     find_killed_run,
+    killed_run_at,
     mark_client,
     mark_owner,
     release_client,
@@ -64,6 +68,20 @@ def test_a_live_owner_other_arguments_or_a_newer_finished_run_start_afresh(tmp_p
     release_owner(path)  # a run that ended as run.py saw it leaves no owner file
     assert find_killed_run(ended, "m", "benchmarks", ARGS) is None
     assert find_killed_run(tmp_path / "missing", "m", "benchmarks", ARGS) is None
+
+
+def test_an_output_dir_holding_a_killed_run_is_resumed_and_one_in_progress_is_refused(tmp_path):
+    killed = _run(tmp_path, "mine", owner=_dead_identity())
+    found = killed_run_at(killed, "m", "benchmarks", ARGS)
+    assert found is not None and found.path == killed and found.run_id == "mine"
+    assert killed_run_at(killed, "m", "benchmarks", {**ARGS, "workflow_args": "x=1"}) is None  # another command
+    assert killed_run_at(killed, "x", "benchmarks", ARGS) is None and killed_run_at(tmp_path / "no", "m", "b", ARGS) \
+        is None
+    busy = _run(tmp_path, "busy", owner={"pid": os.getpid(), "start_time": process_start_time(os.getpid())})
+    with pytest.raises(RunInProgress, match=f"--output-dir {busy} belongs to a run that is still going"):
+        killed_run_at(busy, "m", "benchmarks", ARGS)
+    assert killed_run_at(_run(tmp_path, "done", status="passed", owner=_dead_identity()), "m", "benchmarks",
+                         ARGS) is None
 
 
 def test_a_reused_pid_is_not_the_owner(tmp_path):
