@@ -248,13 +248,17 @@ def test_max_audio_bytes_is_the_same_limit(media_server):
     assert result.returncode == 1 and "MAX_AUDIO_BYTES=1000 and MAX_AUDIO_SIZE_BYTES=2000" in result.stderr
 
 
-def test_default_sample_rate_is_a_checked_setting():
-    accepted = _in_media_venv("from media_server.speech.settings import SpeechSettings as S\n"
-                              "print(S().default_sample_rate)", {"DEFAULT_SAMPLE_RATE": "16000"})
-    assert accepted.stdout.split() == ["16000"], accepted.stderr
-    refused = run_server_command({"DEFAULT_SAMPLE_RATE": "8000"})
-    assert refused.returncode == 1 and "DEFAULT_SAMPLE_RATE='8000': must be 16000" in refused.stderr
-    assert "16 kHz" in refused.stderr  # says why only one rate is accepted
+def test_default_sample_rate_is_accepted_and_the_audio_resampled_to_the_models_rate():
+    said = _in_media_venv("from media_server.speech.settings import SpeechSettings as S\n"
+                          "s = S(); print(s.default_sample_rate); print(s.sample_rate_line())",
+                          {"DEFAULT_SAMPLE_RATE": "22050"})
+    lines = said.stdout.strip().splitlines()
+    assert lines[0] == "22050" and "resampled to 16000 Hz" in lines[1], said.stderr
+    same = _in_media_venv("from media_server.speech.settings import SpeechSettings as S\n"
+                          "print(S().sample_rate_line())", {"DEFAULT_SAMPLE_RATE": "16000"})
+    assert same.stdout.split() == ["None"], same.stderr
+    refused = run_server_command({"DEFAULT_SAMPLE_RATE": "100"})  # no audio rate at all
+    assert refused.returncode == 1 and "DEFAULT_SAMPLE_RATE" in refused.stderr and "Traceback" not in refused.stderr
 
 
 # ---- the small-model server's names ---------------------------------------------------------------

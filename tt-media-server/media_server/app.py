@@ -88,6 +88,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if module is not None:
             app.include_router(module.router)
     speech = speech_settings()
+    if speech.sample_rate_line():
+        log.warning(speech.sample_rate_line())
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_payload_bytes,
                        path_limits={path: (speech.audio_body_limit,
                                            f"file: the audio is over MAX_AUDIO_SIZE_BYTES="

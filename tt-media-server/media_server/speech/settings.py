@@ -31,9 +31,10 @@ class SpeechSettings(BaseSettings):
                                  "MAX_AUDIO_SIZE_BYTES (0: not given)")
     max_audio_duration_seconds: float = Field(600.0, gt=0, le=86_400,
                                               description="longest accepted audio (413 above)")
-    default_sample_rate: int = Field(SAMPLE_RATE, ge=SAMPLE_RATE, le=SAMPLE_RATE, description=(
-        "rate uploads are resampled to; only 16000: every Whisper model's features are computed "
-        "at 16 kHz, so another rate would feed the model audio at the wrong speed"))
+    default_sample_rate: int = Field(SAMPLE_RATE, ge=8000, le=192_000, description=(
+        "the documented audio rate; every upload is decoded at its own rate and resampled to 16000 Hz, the "
+        "rate every Whisper model's features are computed at, so another value (22050, 44100...) is accepted "
+        "and said once at start-up, and the audio is resampled all the same"))
     # Beam 5 is faster-whisper's and openai-whisper's default. Greedy decoding (1) was measured to drop a
     # whole chunk of speech on some CPUs: the decoder ends after three words with a timestamp past the end
     # of the audio, and nothing in Whisper's fallback notices. Beam 5 kept every chunk on every compute type,
@@ -69,6 +70,13 @@ class SpeechSettings(BaseSettings):
                                  f"{self.max_audio_size_bytes} name the same limit; set one of them")
             self.max_audio_size_bytes = self.max_audio_bytes
         return self
+
+    def sample_rate_line(self) -> str | None:
+        """The start-up line for a DEFAULT_SAMPLE_RATE other than the models' rate (None when it is that rate)."""
+        if self.default_sample_rate == SAMPLE_RATE:
+            return None
+        return (f"DEFAULT_SAMPLE_RATE={self.default_sample_rate}: audio is resampled to {SAMPLE_RATE} Hz, the rate "
+                f"every Whisper model's features use (uploads of any rate are accepted)")
 
     @property
     def audio_body_limit(self) -> int:
