@@ -126,6 +126,10 @@ def test_api_auth_and_limits(media_server):
         png = client.post("/image/generations", json={"prompt": "a cat", "num_inference_step": 20})
         assert png.status_code == 200 and png.headers["content-type"] == "image/png"
         assert png.content.startswith(b"\x89PNG") and png.headers["deprecation"] == "true"
+        # the documented example asks for JSON (accept: application/json): base64 PNGs in JSON, as /v1 answers
+        as_json = client.post("/image/generations", json={"prompt": "a cat"}, headers={"accept": "application/json"})
+        assert as_json.status_code == 200 and as_json.headers["content-type"].startswith("application/json")
+        assert base64.b64decode(as_json.json()["data"][0]["b64_json"]).startswith(b"\x89PNG")
 
         def error_of(response, status):
             assert response.status_code == status, response.text

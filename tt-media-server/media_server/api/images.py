@@ -88,6 +88,15 @@ async def images_generations(request: Request, body: ImageGenerationRequest) -> 
 @router.post("/image/generations", deprecated=True,
              responses={200: {"content": {"image/png": {}}, "description": "PNG or JSON"}})
 async def legacy_image_generations(request: Request, body: ImageGenerationRequest) -> Response:
-    """Legacy path: raw PNG by default. Use /v1/images/generations."""
-    return await _generate(request, body, "png", {
+    """Legacy path: raw PNG by default, JSON with base64 PNGs when the client accepts JSON and not PNG
+    (``accept: application/json``, as the documented example sends). Use /v1/images/generations."""
+    return await _generate(request, body, legacy_default_format(request.headers.get("accept", "")), {
         "Deprecation": "true", "Link": '</v1/images/generations>; rel="successor-version"'})
+
+
+def legacy_default_format(accept: str) -> str:
+    """``b64_json`` when the Accept header names JSON and no image type, else ``png`` (the legacy default)."""
+    kinds = {part.split(";")[0].strip().lower() for part in accept.split(",") if part.strip()}
+    wants_json = "application/json" in kinds
+    takes_png = bool(kinds & {"image/png", "image/*", "*/*"})
+    return "b64_json" if wants_json and not takes_png else "png"
