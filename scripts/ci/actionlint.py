@@ -124,12 +124,25 @@ def lint(paths: list[Path]) -> list[str]:
             f"[{f.get('kind')}]" for f in findings]
 
 
+USAGE = "usage: actionlint.py WORKFLOW_FILE..."
+
+
 def main(argv: list[str]) -> int:
+    """Exit 0 clean, 1 findings (or the linter failed), 2 bad input (no file, a flag, a path that is no file),
+    3 unavailable; one line each, never a traceback."""
+    bad = [a for a in argv if a.startswith("-") or not Path(a).is_file()]
+    if not argv or bad:
+        what = "no workflow file given" if not argv else f"not a workflow file: {bad[0][:200]!r}"
+        print(f"actionlint: {what}\n{USAGE}", file=sys.stderr)
+        return 2
     try:
         findings = lint([Path(a) for a in argv])
     except Unavailable as exc:
         print(f"actionlint: unavailable: {exc}", file=sys.stderr)
         return 3
+    except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        print(f"actionlint: {str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}", file=sys.stderr)
+        return 1
     for line in findings:
         print(line)
     return 1 if findings else 0

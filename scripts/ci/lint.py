@@ -9,7 +9,7 @@ ruff and mypy, then runs in it
 * `python -m mypy`: pyproject.toml's [tool.mypy], strict over contracts/, records/ and history/.
 
 Both run even when the first fails, so one run shows every finding; the exit code is non-zero when
-either found something (or the dev venv could not be built).
+either found something (or the dev venv could not be built); 2 when given an argument (it takes none).
 """
 from __future__ import annotations
 
@@ -47,4 +47,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:]:  # it takes none: an argument would be silently ignored, which looks like it was used
+        print(f"lint: takes no arguments (got {sys.argv[1][:200]!r})\nusage: python3 scripts/ci/lint.py",
+              file=sys.stderr)
+        sys.exit(2)
     sys.exit(main())
