@@ -71,6 +71,17 @@ def test_mesh_flags_set_the_documented_mesh_and_device_groups():
     assert as_written["mesh"] == [2, 4]  # the documented "(rows, columns)" form
 
 
+def test_device_groups_alone_set_the_mesh_each_worker_opens():
+    pairs, eights, threes, singles, fitting = _settings(
+        {"device_ids": "(0,1),(2,3)"}, {"device_ids": "(0,1,2,3,4,5,6,7)"}, {"device_ids": "(0,1,2),(3,4,5)"},
+        {"device_ids": "(0),(1)"}, {"device": "n300", "device_ids": "(2,3)"})
+    assert (pairs["mesh"], pairs["device_ids"]) == ([2, 1], "(0,1),(2,3)")  # two TP2 workers
+    assert eights["mesh"] == [2, 4] and threes["mesh"] == [1, 3]
+    assert singles["mesh"] == [1, 1] and fitting["mesh"] == [2, 1]
+    mixed, = _settings({"device_ids": "(0,1),(2)"})  # groups of two sizes: no one mesh; said, not guessed
+    assert "each group must hold" in mixed["error"]
+
+
 def test_contradicting_mesh_flags_are_refused_with_one_line():
     both, against_shape, bad_word = _settings({"tp2": "true", "sd_3_5_fast": "true"},
                                               {"sd_3_5_base": "true", "device_mesh_shape": "1,1"},

@@ -186,6 +186,25 @@ def _apply_mesh_flag(given: dict[str, Any], merged: dict[str, Any]) -> None:
                                     for i in range(0, len(devices), size))
 
 
+def _mesh_from_device_groups(given: dict[str, Any], merged: dict[str, Any]) -> None:
+    """DEVICE_IDS alone (``(0,1),(2,3)``: groups of one size, no DEVICE_MESH_SHAPE nor mesh flag given) sets the
+    mesh each worker opens from the groups: the documented preset of that many chips (2: TP2's 2x1, 8: 2x4,
+    32: 4x8), else 1xN. A mesh the groups already fit (or single devices) is left as it is."""
+    if "device_ids" not in given or "device_mesh_shape" in given or any(_flag(given.get(f)) for f in MESH_FLAGS):
+        return
+    try:
+        groups = parse_device_ids(str(given["device_ids"]))
+        rows, cols = parse_mesh_shape(str(merged.get("device_mesh_shape", "1,1")))
+    except ValueError:
+        return  # the consistency check names what is wrong
+    sizes = {len(group.device_ids) for group in groups}
+    if len(sizes) != 1 or sizes == {1} or sizes == {rows * cols}:
+        return
+    size = sizes.pop()
+    by_size = {r * c: f"{r},{c}" for r, c in MESH_PRESETS.values()}
+    merged["device_mesh_shape"] = by_size.get(size, f"1,{size}")
+
+
 def _apply_aliases(given: dict[str, Any], merged: dict[str, Any]) -> None:
     """The small-model server's names mapped onto this server's settings.
 
@@ -311,6 +330,7 @@ class Settings(BaseSettings):
             merged.update(preset_table[name])
         _apply_mesh_flag(given, merged)
         merged.update(given)
+        _mesh_from_device_groups(given, merged)
         _apply_aliases(given, merged)
         return merged
 
