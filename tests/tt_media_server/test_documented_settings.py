@@ -311,3 +311,39 @@ def test_chat_limits_and_metrics_switch_through_the_server(media_server):
 def test_bad_small_model_server_values_stop_start_up(env, name):
     result = run_server_command(env)
     assert result.returncode == 1 and name in result.stderr
+
+
+def test_source_run_uvicorn_sh_starts_the_server_as_documented(tmp_path):
+    """`source run_uvicorn.sh` (the documented TP2/SD3.5 start-up) serves with this shell's settings from any
+    directory, and the calling shell keeps its own directory."""
+    import os
+    import signal
+
+    from tests.helpers import free_port
+
+    port = free_port()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHON": str(media_python()), "HOST": "127.0.0.1",
+           "SERVICE_PORT": str(port), "MODEL_RUNNER": "mock", "NO_AUTH": "1", "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    log = open(tmp_path / "server.log", "wb")
+    shell = subprocess.Popen(["bash", "-c", "source tt-media-server/run_uvicorn.sh; echo \"back in $PWD\""],
+                             cwd=SERVER_DIR.parent,
+                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and shell.poll() is None:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/tt-liveness", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        live = httpx.get(f"http://127.0.0.1:{port}/tt-liveness", timeout=5).json()
+        assert live["status"] == "alive", live
+    finally:
+        os.killpg(shell.pid, signal.SIGINT)
+        try:
+            shell.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+    assert f"back in {SERVER_DIR.parent}\n" in (tmp_path / "server.log").read_text(errors="replace")
