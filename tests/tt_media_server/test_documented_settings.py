@@ -82,6 +82,19 @@ def test_device_groups_alone_set_the_mesh_each_worker_opens():
     assert "each group must hold" in mixed["error"]
 
 
+def test_model_and_device_are_looked_up_as_a_pair():
+    sdxl_t3k, sd35_t3k, sdxl_n300, sdxl_galaxy_base = _settings(
+        {"model": "stable-diffusion-xl-base-1.0", "device": "t3k"},
+        {"model": "stable-diffusion-3.5-large", "device": "t3k"},
+        {"model": "stable-diffusion-xl-base-1.0", "device": "n300"},
+        {"model": "stable-diffusion-xl-base-1.0", "device": "galaxy", "sd_3_5_base": "true"})
+    # SDXL runs on one chip: a t3k serves it with eight 1x1 workers, not one 2x4 mesh; SD3.5 keeps the mesh
+    assert (sdxl_t3k["mesh"], sdxl_t3k["device_ids"]) == ([1, 1], ",".join(f"({i})" for i in range(8)))
+    assert (sd35_t3k["mesh"], sd35_t3k["device_ids"]) == ([2, 4], "(0,1,2,3,4,5,6,7)")
+    assert (sdxl_n300["mesh"], sdxl_n300["device_ids"]) == ([1, 1], "(0),(1)")
+    assert sdxl_galaxy_base["mesh"] == [2, 4]  # a mesh flag is the more specific ask and still wins
+
+
 def test_contradicting_mesh_flags_are_refused_with_one_line():
     both, against_shape, bad_word = _settings({"tp2": "true", "sd_3_5_fast": "true"},
                                               {"sd_3_5_base": "true", "device_mesh_shape": "1,1"},

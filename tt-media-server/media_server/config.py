@@ -45,6 +45,19 @@ DEVICE_PRESETS: dict[str, dict[str, Any]] = {
                "device_mesh_shape": "SD_3_5_FAST", "is_galaxy": True},
 }
 
+# (MODEL, DEVICE) pairs: a model that runs on one chip is served data-parallel, one worker per chip of the device
+# (SDXL on a t3k: eight 1x1 workers, not one 2x4 mesh); a model that needs a mesh (SD3.5) keeps the device's mesh.
+ONE_CHIP_MODELS = frozenset({"stable-diffusion-xl-base-1.0", "resnet-50"})
+
+
+def _pair_preset(model: str, device: str) -> dict[str, Any]:
+    """What the (MODEL, DEVICE) pair changes over the two presets applied one after the other."""
+    if model not in ONE_CHIP_MODELS or device not in DEVICE_PRESETS:
+        return {}
+    chips = [d for group in parse_device_ids(DEVICE_PRESETS[device]["device_ids"]) for d in group.device_ids]
+    return {"device_ids": ",".join(f"({chip})" for chip in chips), "device_mesh_shape": "1,1"}
+
+
 # Mesh presets accepted by DEVICE_MESH_SHAPE besides "ROWS,COLS"; each is also a boolean
 # variable of its own (`TP2=true`, `SD_3_5_BASE=true`, `SD_3_5_FAST=true`), as documented.
 MESH_PRESETS: dict[str, tuple[int, int]] = {
@@ -328,6 +341,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"{key.upper()}={name}: not a known preset; valid: "
                                  + ", ".join(sorted(preset_table)))
             merged.update(preset_table[name])
+        merged.update(_pair_preset(str(given.get("model", "") or ""), str(given.get("device", "") or "")))
         _apply_mesh_flag(given, merged)
         merged.update(given)
         _mesh_from_device_groups(given, merged)
