@@ -360,3 +360,15 @@ def test_source_run_uvicorn_sh_starts_the_server_as_documented(tmp_path):
             os.killpg(shell.pid, signal.SIGKILL)
             shell.wait()
     assert f"back in {SERVER_DIR.parent}\n" in (tmp_path / "server.log").read_text(errors="replace")
+
+
+def test_a_request_without_max_tokens_gets_the_models_generation_default(tmp_path):
+    """The small-model server's per-model default: generation_config.json's max_new_tokens, else 512; MAX_NEW_TOKENS
+    (this server's name) still decides when given (text_slots passes it first)."""
+    (tmp_path / "generation_config.json").write_text('{"max_new_tokens": 64}')
+    script = (
+        "import json, sys\n"
+        "from media_server.runners.text_slots import generation_default_max_tokens as d\n"
+        f"print(json.dumps([d({str(tmp_path)!r}), d({str(tmp_path / 'none')!r}), d(None)]))\n")
+    done = _in_media_venv(script)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [64, 512, 512], done.stderr[-2000:]

@@ -49,6 +49,25 @@ def default_model_path() -> str:
                         DEFAULT_MODEL_ID)
 
 
+#: max_tokens of a request that sends none, when neither MAX_NEW_TOKENS nor the model's generation_config.json
+#: says: the small-model server's per-model default.
+DEFAULT_GENERATION_MAX_TOKENS = 512
+
+
+def generation_default_max_tokens(model_dir) -> int:
+    """The model's own ``max_new_tokens`` (its generation_config.json) when it names one, else 512."""
+    import json
+    from pathlib import Path
+
+    try:
+        config = json.loads((Path(model_dir) / "generation_config.json").read_text()) if model_dir else {}
+    except (OSError, ValueError, TypeError):
+        config = {}
+    value = config.get("max_new_tokens") if isinstance(config, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else \
+        DEFAULT_GENERATION_MAX_TOKENS
+
+
 class TextSettings(BaseSettings):
     """The text runner's knobs (environment variables, upper-cased field names)."""
 
@@ -73,7 +92,7 @@ class TextSettings(BaseSettings):
     chat_max_prompt_tokens: int = Field(0, ge=0, le=10_000_000, description="longest prompt in tokens (0: context)")
     chat_max_new_tokens: int = Field(0, ge=0, le=10_000_000, description="largest max_tokens (0: context)")
     max_new_tokens: int = Field(0, ge=0, le=10_000_000, description="max_tokens when a request sends none "
-                                "(0: up to the context)")
+                                "(0: the model's generation_config.json max_new_tokens, else 512)")
 
     @model_validator(mode="after")
     def _aliases(self) -> "TextSettings":
@@ -169,7 +188,8 @@ class TextSlotsRunner(StreamingRunner):
                                  prefill_chunk=text.text_prefill_chunk,
                                  max_prompt_tokens=text.chat_max_prompt_tokens,
                                  max_new_tokens=text.chat_max_new_tokens,
-                                 default_max_tokens=text.max_new_tokens)
+                                 default_max_tokens=text.max_new_tokens or generation_default_max_tokens(
+                                     None if text.text_backend == "mock" else text.model_path()))
         self._warm_up()
 
     def _warm_up(self) -> None:
