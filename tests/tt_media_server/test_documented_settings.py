@@ -372,3 +372,18 @@ def test_a_request_without_max_tokens_gets_the_models_generation_default(tmp_pat
         f"print(json.dumps([d({str(tmp_path)!r}), d({str(tmp_path / 'none')!r}), d(None)]))\n")
     done = _in_media_venv(script)
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [64, 512, 512], done.stderr[-2000:]
+
+
+def test_model_device_cuda_says_which_models_stay_on_the_cpu():
+    """MODEL_DEVICE=cuda moves only the device-aware runners (vision, embeddings, rerank); models that run on the
+    CPU whatever it says are named in one line at start-up (create_app logs it) instead of silently staying there.
+    (Start-up itself refuses cuda on a host whose torch sees none, so the line is checked as create_app builds it.)"""
+    script = ("import json\n"
+              "from media_server.app import model_device_line as line\n"
+              "print(json.dumps([line('cuda', {'openai/whisper-tiny.en': False, 'BAAI/bge-m3': True}),\n"
+              "                  line('auto', {'openai/whisper-tiny.en': False}), line('mps', {'BAAI/bge-m3': True})]))")
+    done = _in_media_venv(script)
+    said, auto, all_on_device = json.loads(done.stdout.strip().splitlines()[-1])
+    assert said == ("MODEL_DEVICE=cuda applies to the vision, embedding and rerank runners; openai/whisper-tiny.en "
+                    "run on the CPU"), done.stderr[-2000:]
+    assert auto is None and all_on_device is None

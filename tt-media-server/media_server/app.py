@@ -40,6 +40,16 @@ def _fail_startup(line: str) -> "SystemExit":
     return SystemExit(f"tt-media-server: cannot start: {line}")
 
 
+def model_device_line(model_device: str, uses_model_device: dict[str, bool]) -> str | None:
+    """The start-up line for a MODEL_DEVICE (cuda, mps) that some served models do not use: they run on the CPU
+    whatever it says (Whisper, text slots, image, CNN), which must not pass unsaid. None when nothing to say."""
+    cpu_only = sorted(model for model, uses in uses_model_device.items() if not uses)
+    if not cpu_only or model_device.strip().lower() in ("auto", "cpu"):
+        return None
+    return (f"MODEL_DEVICE={model_device} applies to the vision, embedding and rerank runners; "
+            f"{', '.join(cpu_only)} run on the CPU")
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     try:
         settings = settings or load_settings()
@@ -55,6 +65,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         scheduler.preflight()
     except (UnknownRunner, RunnerUnavailable, ValueError) as exc:
         raise _fail_startup(str(exc)) from None
+    device_line = model_device_line(settings.model_device, {pool.model_id: pool.runner_cls.uses_model_device
+                                                            for pool in scheduler.pools.values()})
+    if device_line:
+        log.warning(device_line)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):

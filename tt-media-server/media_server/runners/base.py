@@ -100,6 +100,9 @@ class BaseRunner:
     kind: ClassVar[str] = ""
     model_id: ClassVar[str] = ""
     streaming: ClassVar[bool] = False
+    # Whether this runner places its model on MODEL_DEVICE (cuda, mps); the others run on the CPU whatever it says,
+    # and start-up says so in one line (media_server.app).
+    uses_model_device: ClassVar[bool] = False
 
     def __init__(self, settings: Settings, device: DeviceGroup):
         self.settings = settings

@@ -64,6 +64,8 @@ def _json_or_empty(path: Path) -> dict:
 class EmbeddingCpuRunner(BatchRunner):
     """sentence-transformers on CPU; the packaged all-MiniLM-L6-v2 by default."""
 
+    uses_model_device = True
+
     name: ClassVar[str] = "embedding-cpu"
     kind: ClassVar[str] = "embedding"
     model_id: ClassVar[str] = "all-MiniLM-L6-v2"

@@ -26,6 +26,8 @@ SOURCE = ModelSource("ms-marco-MiniLM-L-6-v2", "cross-encoder/ms-marco-MiniLM-L-
 
 
 class CrossEncoderRunner(BatchRunner):
+
+    uses_model_device = True
     name: ClassVar[str] = "rerank-cpu"
     kind: ClassVar[str] = "rerank"
     model_id: ClassVar[str] = SOURCE.served_name

@@ -41,6 +41,8 @@ def tiny_model_dir() -> Path:
 class VisionHfRunner(GeneratorStreamingRunner):
     """A Qwen-VL checkpoint directory given by VISION_MODEL_PATH or MODEL_WEIGHTS_PATH."""
 
+    uses_model_device = True
+
     name: ClassVar[str] = "vision-hf"
     kind: ClassVar[str] = "text"
     model_id: ClassVar[str] = "vision-model"
