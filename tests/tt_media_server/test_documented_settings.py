@@ -381,7 +381,8 @@ def test_model_device_cuda_says_which_models_stay_on_the_cpu():
     script = ("import json\n"
               "from media_server.app import model_device_line as line\n"
               "print(json.dumps([line('cuda', {'openai/whisper-tiny.en': False, 'BAAI/bge-m3': True}),\n"
-              "                  line('auto', {'openai/whisper-tiny.en': False}), line('mps', {'BAAI/bge-m3': True})]))")
+              "                  line('auto', {'openai/whisper-tiny.en': False}),\n"
+              "                  line('mps', {'BAAI/bge-m3': True})]))")
     done = _in_media_venv(script)
     said, auto, all_on_device = json.loads(done.stdout.strip().splitlines()[-1])
     assert said == ("MODEL_DEVICE=cuda applies to the vision, embedding and rerank runners; openai/whisper-tiny.en "
