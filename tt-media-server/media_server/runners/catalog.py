@@ -17,6 +17,7 @@ and are applied by ``/v1/rerank`` (query vs documents).
 """
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,6 +27,7 @@ from media_server.runners.base import RunnerUnavailable
 from media_server.runners.embedding_cpu import EmbeddingCpuRunner
 from media_server.runners.text_slots import TextSettings, TextSlotsRunner
 from media_server.runners.vision_hf import QWEN_VL_FILES, VisionHfRunner
+from media_server.runners.whisper_convert import HF_WHISPER_FILES
 from media_server.runners.whisper_cpu import WhisperCheckpoint, WhisperCpuRunner
 from media_server.speech.settings import speech_settings
 
@@ -86,6 +88,11 @@ Llama32_1BRunner = _entry(_CatalogText, "Llama32_1BRunner", "meta-llama/Llama-3.
 Llama32_3BRunner = _entry(_CatalogText, "Llama32_3BRunner", "meta-llama/Llama-3.2-3B-Instruct", LM_FILES)
 Qwen3VL2BRunner = _entry(VisionHfRunner, "Qwen3VL2BRunner", "Qwen/Qwen3-VL-2B-Instruct", QWEN_VL_FILES)
 Qwen3VL4BRunner = _entry(VisionHfRunner, "Qwen3VL4BRunner", "Qwen/Qwen3-VL-4B-Instruct", QWEN_VL_FILES)
+# The FP8 checkpoints the documented catalog lists (its image-chat example uses the 4B one): the same runners;
+# transformers loads their fine-grained FP8 weights (accelerate is in the venv).
+Qwen3_4BFp8Runner = _entry(_CatalogText, "Qwen3_4BFp8Runner", "Qwen/Qwen3-4B-Instruct-2507-FP8", LM_FILES)
+Qwen3VL2BFp8Runner = _entry(VisionHfRunner, "Qwen3VL2BFp8Runner", "Qwen/Qwen3-VL-2B-Instruct-FP8", QWEN_VL_FILES)
+Qwen3VL4BFp8Runner = _entry(VisionHfRunner, "Qwen3VL4BFp8Runner", "Qwen/Qwen3-VL-4B-Instruct-FP8", QWEN_VL_FILES)
 
 
 # ---------------------------------------------------------------------------------- speech
@@ -112,12 +119,49 @@ def _whisper(size: str) -> type[WhisperCpuRunner]:
 WHISPER_SIZES = ("tiny", "tiny.en", "small", "small.en", "medium", "medium.en", "large-v2")
 WHISPER_RUNNERS: dict[str, type[WhisperCpuRunner]] = {f"openai/whisper-{size}": _whisper(size)
                                                      for size in WHISPER_SIZES}
+
+
+class _CatalogWhisperFineTune(_FromCatalog, WhisperCpuRunner):
+    """A community Whisper fine-tune, published as a transformers checkpoint: found (HF cache or download) as its
+    repo, converted once to CTranslate2 in the worker (``whisper_convert``), then served like the others."""
+
+    @classmethod
+    def checkpoint_dir(cls) -> Path:
+        return resolve_model_dir(cls.source, speech_settings().whisper_model_path)
+
+    @classmethod
+    def preflight(cls, settings) -> None:
+        if importlib.util.find_spec("faster_whisper") is None or importlib.util.find_spec("ctranslate2") is None:
+            raise RunnerUnavailable(f"{cls.name}: faster-whisper and ctranslate2 are not installed in this venv")
+        cls.checkpoint_dir()  # present (or fetched) before any worker starts; converted by the first worker
+
+    @classmethod
+    def model_path(cls) -> Path:
+        from media_server.runners.whisper_convert import converted
+
+        return converted(cls.checkpoint_dir(), cls.name)
+
+
+#: The documented catalog's community fine-tunes (language-specific; multilingual tokenizers).
+WHISPER_FINE_TUNES = ("jethrowang/whisper-tiny-chinese", "Ivydata/whisper-small-japanese",
+                      "BELLE-2/Belle-whisper-large-v3-zh", "whisper-large-v3-japanese-4k-steps")
+
+
+def _fine_tune(repo: str) -> type[WhisperCpuRunner]:
+    class_name = "Whisper_" + "".join(c if c.isalnum() else "_" for c in repo)
+    return type(class_name, (_CatalogWhisperFineTune,), {
+        "name": repo, "model_id": repo, "__module__": __name__,
+        "checkpoint": WhisperCheckpoint(package=None, hf_repos=(repo,), english_only=False),
+        "source": ModelSource(repo, repo, "main", HF_WHISPER_FILES)})
+
+
+WHISPER_RUNNERS.update({repo: _fine_tune(repo) for repo in WHISPER_FINE_TUNES})
 globals().update({cls.__name__: cls for cls in WHISPER_RUNNERS.values()})
 
 #: Every documented model: served name (HF repo id) -> runner class.
 CATALOG: dict[str, type] = {cls.name: cls for cls in (
-    BgeM3Runner, EmbeddingGemmaRunner, Qwen3_4BRunner, Llama32_1BRunner, Llama32_3BRunner, Qwen3VL2BRunner,
-    Qwen3VL4BRunner, *WHISPER_RUNNERS.values())}
+    BgeM3Runner, EmbeddingGemmaRunner, Qwen3_4BRunner, Qwen3_4BFp8Runner, Llama32_1BRunner, Llama32_3BRunner,
+    Qwen3VL2BRunner, Qwen3VL4BRunner, Qwen3VL2BFp8Runner, Qwen3VL4BFp8Runner, *WHISPER_RUNNERS.values())}
 
 
 def packaged_in(name: str) -> str | None:

@@ -40,8 +40,15 @@ RUNNERS: dict[str, str] = {
     "meta-llama/Llama-3.2-3B-Instruct": "media_server.runners.catalog:Llama32_3BRunner",
     "Qwen/Qwen3-VL-2B-Instruct": "media_server.runners.catalog:Qwen3VL2BRunner",
     "Qwen/Qwen3-VL-4B-Instruct": "media_server.runners.catalog:Qwen3VL4BRunner",
+    "Qwen/Qwen3-4B-Instruct-2507-FP8": "media_server.runners.catalog:Qwen3_4BFp8Runner",
+    "Qwen/Qwen3-VL-2B-Instruct-FP8": "media_server.runners.catalog:Qwen3VL2BFp8Runner",
+    "Qwen/Qwen3-VL-4B-Instruct-FP8": "media_server.runners.catalog:Qwen3VL4BFp8Runner",
     **{f"openai/whisper-{size}": f"media_server.runners.catalog:Whisper_{size.replace('.', '_').replace('-', '_')}"
        for size in ("tiny", "tiny.en", "small", "small.en", "medium", "medium.en", "large-v2")},
+    # Community fine-tunes (transformers checkpoints, converted to CTranslate2 on first load):
+    **{repo: "media_server.runners.catalog:Whisper_" + "".join(c if c.isalnum() else "_" for c in repo)
+       for repo in ("jethrowang/whisper-tiny-chinese", "Ivydata/whisper-small-japanese",
+                    "BELLE-2/Belle-whisper-large-v3-zh", "whisper-large-v3-japanese-4k-steps")},
 }
 
 
