@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from benchmarking.body_fields import body_fields
 from contracts.workflow_keys import BENCHMARK_ARGS, PERF_TIERS, VERDICT_ARGS
@@ -126,10 +126,7 @@ def parse_workflow_args(raw: dict) -> BenchArgs:
 
     Keys not in ``WORKFLOW_ARG_KEYS`` are request body fields (``benchmarking.body_fields``).
     """
-    for key in sorted(set(raw) - WORKFLOW_ARG_KEYS):
-        close = difflib.get_close_matches(key, sorted(WORKFLOW_ARG_KEYS), n=1, cutoff=0.75)
-        if close:
-            raise BenchArgError(f"unknown benchmarks workflow arg {key!r}; did you mean {close[0]!r}?")
+    _reject_misspelled_keys(raw)
     args = BenchArgs()
     try:
         args.body_fields = body_fields({k: "" if v is None else str(v) for k, v in raw.items()
@@ -137,97 +134,30 @@ def parse_workflow_args(raw: dict) -> BenchArgs:
     except ValueError as exc:
         raise BenchArgError(str(exc)) from None
     for key, value in raw.items():
-        value = "" if value is None else str(value).strip()
-        if key == "mode":
-            if value not in MODES:
-                raise BenchArgError(f"mode={value!r}: expected one of {', '.join(MODES)}")
-            args.mode = value
-        elif key == "only_targets":
-            args.only_targets = _bool(key, value)
-        elif key == "points":
-            args.points = parse_points(value)
-        elif key == "percentiles":
-            try:
-                pcts = [float(p) for p in value.split(",") if p.strip()]
-            except ValueError:
-                raise BenchArgError(f"percentiles={value!r} must be numbers like 50,90,99") from None
-            if not pcts or any(not 0 < p <= 100 for p in pcts):
-                raise BenchArgError(f"percentiles={value!r} must be in (0, 100]")
-            args.percentiles = pcts
-        elif key == "goodput":
-            slos = {}
-            for item in value.split(","):
-                name, sep, ms = item.partition(":")
-                name = name.strip()
-                if not sep or name not in ("ttft", "tpot", "e2el"):
-                    raise BenchArgError(f"goodput item {item!r} must be ttft:MS, tpot:MS or e2el:MS")
-                slos[name] = _float("goodput", ms)
-            args.goodput = slos
-        elif key == "tools":
-            tools = [t.strip() for t in value.split(",") if t.strip()]
-            bad = [t for t in tools if t not in ("tt", "vllm")]
-            if bad or not tools:
-                raise BenchArgError(f"tools={value!r}: expected tt and/or vllm")
-            args.tools = ["tt", "vllm"] if tools == ["vllm"] else tools
-        elif key == "vllm_python":
-            args.vllm_python = value
-        elif key == "perf_tiers":
-            if value not in PERF_TIERS:
-                raise BenchArgError(f"perf_tiers={value!r}: expected one of {', '.join(PERF_TIERS)}")
-            args.perf_tiers = value
-        elif key in ("precision", "sample_budget_s"):
-            try:
-                setattr(args, key, sampling_setting(key, value))
-            except ValueError as error:
-                raise BenchArgError(str(error)) from None
-        elif key in ("budget_s", "point_budget_s", "request_timeout_s", "stall_timeout_s"):
-            setattr(args, key, _float(key, value))
-        elif key == "request_rate":
-            args.request_rate = math.inf if value.lower() == "inf" else _float(key, value)
-        elif key == "burstiness":
-            args.burstiness = math.inf if value.lower() == "inf" else _float(key, value)
-        elif key == "ramp":
-            start, sep, end = value.partition(":")
-            if not sep:
-                raise BenchArgError(f"ramp={value!r} must be START:END requests/s")
-            args.ramp = (_float(key, start), _float(key, end))
-        elif key == "dataset":
-            if value == "random":
-                args.dataset = "random"
-            elif value.startswith("jsonl:") and len(value) > 6:
-                args.dataset, args.dataset_path = "jsonl", value[6:]
-            elif value == "shared_prefix" or value.startswith("shared_prefix:"):
-                args.dataset = "shared_prefix"
-                if ":" in value:
-                    args.shared_prefix_len = _int(key, value.split(":", 1)[1], minimum=1)
-            else:
-                raise BenchArgError(f"dataset={value!r}: expected random, jsonl:PATH or shared_prefix[:LEN]")
-        elif key == "endpoint":
-            endpoints = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
-            if value not in endpoints and value not in endpoints.values():
-                raise BenchArgError(f"endpoint={value!r}: expected completions or chat")
-            args.endpoint = endpoints.get(value, value)
-        elif key == "warmup_requests":
-            args.warmup_requests = _int(key, value)
-        elif key == "num_prompts":
-            args.num_prompts = _int(key, value, minimum=1)
-        elif key == "seed":
-            args.seed = _int(key, value)
-        elif key == "workload":
-            if value not in WORKLOADS:
-                raise BenchArgError(f"workload={value!r}: expected one of {', '.join(WORKLOADS)}")
-            args.workload = value
-        elif key == "trace_file":
-            args.trace_file = value
-        elif key in ("time_scale", "max_lateness_ms"):
-            setattr(args, key, _float(key, value))
-        elif key == "think_time_s":
-            args.think_time_s = _float(key, value, positive=False)
-            if args.think_time_s < 0:
-                raise BenchArgError(f"think_time_s={value!r} must be >= 0")
-        elif key in ("block_tokens", "turns", "prefixes", "prefix_tokens"):
-            setattr(args, key, _int(key, value, minimum=1))
+        _apply_key(args, key, "" if value is None else str(value).strip())
     _check_workload(args, raw)
+    _check_cross_keys(args, raw)
+    return args
+
+
+def _reject_misspelled_keys(raw: dict) -> None:
+    """An unknown key close to a workflow arg is a typo, not a request body field."""
+    for key in sorted(set(raw) - WORKFLOW_ARG_KEYS):
+        close = difflib.get_close_matches(key, sorted(WORKFLOW_ARG_KEYS), n=1, cutoff=0.75)
+        if close:
+            raise BenchArgError(f"unknown benchmarks workflow arg {key!r}; did you mean {close[0]!r}?")
+
+
+def _apply_key(args: BenchArgs, key: str, value: str) -> None:
+    """Parse one workflow arg into ``args``; keys without a parser (body fields) are left alone."""
+    if key == "dataset":
+        args.dataset, args.dataset_path, args.shared_prefix_len = _dataset(key, value)
+    elif key in _VALUE_PARSERS:
+        setattr(args, key, _VALUE_PARSERS[key](key, value))
+
+
+def _check_cross_keys(args: BenchArgs, raw: dict) -> None:
+    """Checks that need several keys: body fields vs tools=vllm, the mode's stall timeout vs the point budget."""
     if args.body_fields and "vllm" in args.tools:
         raise BenchArgError(f"request body fields ({', '.join(sorted(args.body_fields))}) reach only the tt tool; "
                             "tools=vllm (`vllm bench serve`) cannot send them")
@@ -237,7 +167,115 @@ def parse_workflow_args(raw: dict) -> BenchArgs:
         raise BenchArgError(f"point_budget_s={args.point_budget_s:g} must exceed stall_timeout_s="
                             f"{args.stall_timeout_s:g}: a budget that ends first cuts a stalled request "
                             "before it can be called a stall")
-    return args
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[str, str], str]:
+    def parse(key: str, value: str) -> str:
+        if value not in choices:
+            raise BenchArgError(f"{key}={value!r}: expected one of {', '.join(choices)}")
+        return value
+    return parse
+
+
+def _text(key: str, value: str) -> str:
+    return value
+
+
+def _whole(key: str, value: str) -> int:
+    return _int(key, value)
+
+
+def _count(key: str, value: str) -> int:
+    return _int(key, value, minimum=1)
+
+
+def _rate(key: str, value: str) -> float:
+    return math.inf if value.lower() == "inf" else _float(key, value)
+
+
+def _points(key: str, value: str) -> list[tuple[int, int, int, int | None]]:
+    return parse_points(value)
+
+
+def _percentiles(key: str, value: str) -> list[float]:
+    try:
+        pcts = [float(p) for p in value.split(",") if p.strip()]
+    except ValueError:
+        raise BenchArgError(f"percentiles={value!r} must be numbers like 50,90,99") from None
+    if not pcts or any(not 0 < p <= 100 for p in pcts):
+        raise BenchArgError(f"percentiles={value!r} must be in (0, 100]")
+    return pcts
+
+
+def _goodput(key: str, value: str) -> dict[str, float]:
+    slos = {}
+    for item in value.split(","):
+        name, sep, ms = item.partition(":")
+        name = name.strip()
+        if not sep or name not in ("ttft", "tpot", "e2el"):
+            raise BenchArgError(f"goodput item {item!r} must be ttft:MS, tpot:MS or e2el:MS")
+        slos[name] = _float("goodput", ms)
+    return slos
+
+
+def _tools(key: str, value: str) -> list[str]:
+    tools = [t.strip() for t in value.split(",") if t.strip()]
+    bad = [t for t in tools if t not in ("tt", "vllm")]
+    if bad or not tools:
+        raise BenchArgError(f"tools={value!r}: expected tt and/or vllm")
+    return ["tt", "vllm"] if tools == ["vllm"] else tools
+
+
+def _sampling(key: str, value: str) -> Any:
+    try:
+        return sampling_setting(key, value)
+    except ValueError as error:
+        raise BenchArgError(str(error)) from None
+
+
+def _ramp(key: str, value: str) -> tuple[float, float]:
+    start, sep, end = value.partition(":")
+    if not sep:
+        raise BenchArgError(f"ramp={value!r} must be START:END requests/s")
+    return (_float(key, start), _float(key, end))
+
+
+def _dataset(key: str, value: str) -> tuple[str, str | None, int | None]:
+    """(dataset, dataset_path, shared_prefix_len) from random, jsonl:PATH or shared_prefix[:LEN]."""
+    if value == "random":
+        return "random", None, None
+    if value.startswith("jsonl:") and len(value) > 6:
+        return "jsonl", value[6:], None
+    if value == "shared_prefix" or value.startswith("shared_prefix:"):
+        return "shared_prefix", None, _int(key, value.split(":", 1)[1], minimum=1) if ":" in value else None
+    raise BenchArgError(f"dataset={value!r}: expected random, jsonl:PATH or shared_prefix[:LEN]")
+
+
+def _endpoint(key: str, value: str) -> str:
+    endpoints = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+    if value not in endpoints and value not in endpoints.values():
+        raise BenchArgError(f"endpoint={value!r}: expected completions or chat")
+    return endpoints.get(value, value)
+
+
+def _think_time(key: str, value: str) -> float:
+    seconds = _float(key, value, positive=False)
+    if seconds < 0:
+        raise BenchArgError(f"think_time_s={value!r} must be >= 0")
+    return seconds
+
+
+# key -> parser(key, value) of the attribute of BenchArgs named like the key (dataset sets three: _apply_key)
+_VALUE_PARSERS: dict[str, Callable[[str, str], Any]] = {
+    "mode": _one_of(MODES), "only_targets": _bool, "points": _points, "percentiles": _percentiles,
+    "goodput": _goodput, "tools": _tools, "vllm_python": _text, "perf_tiers": _one_of(PERF_TIERS),
+    "precision": _sampling, "sample_budget_s": _sampling,
+    **dict.fromkeys(("budget_s", "point_budget_s", "request_timeout_s", "stall_timeout_s"), _float),
+    "request_rate": _rate, "burstiness": _rate, "ramp": _ramp, "endpoint": _endpoint,
+    "warmup_requests": _whole, "num_prompts": _count, "seed": _whole, "workload": _one_of(WORKLOADS),
+    "trace_file": _text, "time_scale": _float, "max_lateness_ms": _float, "think_time_s": _think_time,
+    **dict.fromkeys(("block_tokens", "turns", "prefixes", "prefix_tokens"), _count),
+}
 
 
 def _check_workload(args: BenchArgs, raw: dict) -> None:

@@ -51,10 +51,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-if __package__ in (None, ""):  # run as a script: make the repo root importable
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from benchmarking.fake_answers import (  # noqa: E402
+from benchmarking.fake_answers import (
     EOS,
     AnswerKey,
     WordTokenizer,

@@ -1,6 +1,6 @@
 """Benchmarks workflow entry: warm up, run each sweep point with our client, judge against targets.
 
-    python benchmarking/run_benchmarks.py --run-dir RUN_DIR --model-spec-json PATH \
+    python -m benchmarking.run_benchmarks --run-dir RUN_DIR --model-spec-json PATH \
         --server-url URL --workflow-args-json '{"mode": "smoke"}' [--disable-trace-capture]
 
 Writes RUN_DIR/benchmarks/point_isl-*_osl-*_con-*_n-*.json (schema tt-bench-point/1), a
@@ -24,18 +24,15 @@ import signal
 import sys
 import time
 
-if __package__ in (None, ""):  # run as a script: make the repo root importable
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from benchmarking.bench_args import WORKFLOW_ARG_KEYS, BenchArgs, parse_workflow_args  # noqa: E402
-from records.bench import BenchMetrics, BenchPoint, PointParams, point_key  # noqa: E402
-from records.bench_timeline import workload_lines  # noqa: E402
-from contracts.typed_record import RecordError  # noqa: E402
-from contracts.cpu_cost import probe_for_run  # noqa: E402
-from contracts.client_main import BadInput, ClientInvocation, StopSignals, run_client  # noqa: E402
-from benchmarking import run_control  # noqa: E402
-from records.sampling import DEFAULT_SAMPLE_BUDGETS, SampleGoal  # noqa: E402
-from benchmarking.sweeps import Point, build_points  # noqa: E402
+from benchmarking.bench_args import WORKFLOW_ARG_KEYS, BenchArgs, parse_workflow_args
+from records.bench import BenchMetrics, BenchPoint, PointParams, point_key
+from records.bench_timeline import workload_lines
+from contracts.typed_record import RecordError
+from contracts.cpu_cost import probe_for_run
+from contracts.client_main import BadInput, ClientInvocation, StopSignals, run_client
+from benchmarking import run_control
+from records.sampling import DEFAULT_SAMPLE_BUDGETS, SampleGoal
+from benchmarking.sweeps import Point, build_points
 
 __all__ = ["WORKFLOW_ARG_KEYS", "main"]
 # default budgets (s) per mode: (per point, whole sweep); workflow args override
@@ -212,7 +209,6 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
 
     A workload point (``benchmarking.workloads``) is measured by its workload; every point is
     written the same way, with the server's state sampled once a second beside it."""
-    from benchmarking import workloads
     from contracts import prometheus as prom
     from benchmarking.metrics import compute_metrics
     from contracts.server_state import ServerStateSampler
@@ -224,11 +220,7 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     probe.start()
     started = _now()
     try:
-        sampling = None
-        if isinstance(point, workloads.WorkloadPoint):
-            measured = workloads.measure(ctx, point, budget_s, lambda: ctx.stop.signum)
-        else:
-            measured, sampling = _measure_sweep_point(ctx, point, budget_s)
+        measured, sampling = _measure_point(ctx, point, budget_s)
     finally:
         state = sampler.stop() if sampler is not None else None
     cost = probe.stop()
@@ -240,36 +232,15 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     metrics = compute_metrics(finished, run.duration, isl=point.isl, osl=point.osl,
                               max_concurrency=point.max_concurrency, num_prompts=point.num_prompts,
                               percentiles=b.percentiles, goodput=b.goodput or None)
-    warnings = []
-    if metrics["output_length_mismatches"]:
-        asked = f"osl={point.osl}" if measured.summary is None else "the length each asked for"
-        warnings.append(f"{metrics['output_length_mismatches']} of {metrics['completed']} completed requests "
-                        f"returned an output length other than {asked} (ignore_eos/min_tokens not honoured?)")
-    if check["max_abs_drift"]:
-        warnings.append(f"prompt length drift up to {check['max_abs_drift']} tokens after decode/re-encode")
-    if run.budget_exhausted:
-        warnings.append(f"point budget {budget_s:.0f} s ran out; {run.not_sent} requests never sent")
     interrupted = signal.Signals(run.interrupted).name if run.interrupted else None
     ctx.stop.signum = ctx.stop.signum or run.interrupted
-    if interrupted:
-        warnings.append(f"interrupted by {interrupted}: partial point, {sum(1 for r in finished if not r.warmup)} "
-                        f"of {point.num_prompts} requests finished, {run.not_sent} never sent")
-    stalls = sum(1 for r in finished if r.error_class == "stall")
-    if stalls:
-        warnings.append(run_control.stall_line(f"point {point.stem}", f"{ctx.base_url}{b.endpoint}",
-                                               b.stall_timeout_s, stalls)
-                        + (f"; {run.not_sent} request(s) not sent" if run.stopped_by == "stall" else ""))
-    warnings += measured.warnings
+    warnings = _point_warnings(ctx, point, measured, metrics, finished, budget_s, interrupted)
     summary = measured.summary
     if summary is not None:
         summary["failed_check"] = measured.failed_check
     requests_path = stem + ".requests.jsonl"
     _atomic_write(requests_path, "".join(json.dumps(r.to_json()) + "\n" for r in finished))
-    server_metrics = None
-    if before is not None and after is not None:
-        d = prom.delta(before, after)
-        _atomic_write(stem + ".prom.json", json.dumps({"before": before, "after": after, "delta": d}))
-        server_metrics = {"file": ctx.rel(stem + ".prom.json"), "delta": prom.headline(d)}
+    server_metrics = _write_server_metrics(ctx, stem, before, after)
     record = BenchPoint(
         model_id=ctx.model_id, served_model_name=ctx.model, tool="tt-bench",
         point=_point_params(point, b, dataset=b.workload or b.dataset, ramp=list(b.ramp) if b.ramp else None,
@@ -288,6 +259,51 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     for line in workload_lines(summary):
         _log(f"{point.stem}: {line}")
     return record.to_dict()
+
+
+def _measure_point(ctx: Context, point: Point, budget_s: float | None):
+    """(measurement, its PointSampling): a workload point by its workload (no adaptive sampling), a sweep point
+    in rounds (``_measure_sweep_point``)."""
+    from benchmarking import workloads
+    if isinstance(point, workloads.WorkloadPoint):
+        return workloads.measure(ctx, point, budget_s, lambda: ctx.stop.signum), None
+    return _measure_sweep_point(ctx, point, budget_s)
+
+
+def _point_warnings(ctx: Context, point: Point, measured, metrics: dict, finished: list, budget_s: float | None,
+                    interrupted: str | None) -> list[str]:
+    """What a reader of the point must know beside its numbers (each is logged and kept in the record):
+    output lengths not as asked, prompt drift, a budget that ran out, an interruption, stalls, the workload's own."""
+    b, run, check = ctx.bench, measured.run, measured.prompt_check
+    warnings = []
+    if metrics["output_length_mismatches"]:
+        asked = f"osl={point.osl}" if measured.summary is None else "the length each asked for"
+        warnings.append(f"{metrics['output_length_mismatches']} of {metrics['completed']} completed requests "
+                        f"returned an output length other than {asked} (ignore_eos/min_tokens not honoured?)")
+    if check["max_abs_drift"]:
+        warnings.append(f"prompt length drift up to {check['max_abs_drift']} tokens after decode/re-encode")
+    if run.budget_exhausted:
+        warnings.append(f"point budget {budget_s:.0f} s ran out; {run.not_sent} requests never sent")
+    if interrupted:
+        warnings.append(f"interrupted by {interrupted}: partial point, {sum(1 for r in finished if not r.warmup)} "
+                        f"of {point.num_prompts} requests finished, {run.not_sent} never sent")
+    stalls = sum(1 for r in finished if r.error_class == "stall")
+    if stalls:
+        warnings.append(run_control.stall_line(f"point {point.stem}", f"{ctx.base_url}{b.endpoint}",
+                                               b.stall_timeout_s, stalls)
+                        + (f"; {run.not_sent} request(s) not sent" if run.stopped_by == "stall" else ""))
+    return warnings + measured.warnings
+
+
+def _write_server_metrics(ctx: Context, stem: str, before: dict | None, after: dict | None) -> dict | None:
+    """The server's Prometheus counters before and after the point, and their delta, in STEM.prom.json;
+    returns the record's ``server_metrics`` (None when either scrape is missing)."""
+    from contracts import prometheus as prom
+    if before is None or after is None:
+        return None
+    d = prom.delta(before, after)
+    _atomic_write(stem + ".prom.json", json.dumps({"before": before, "after": after, "delta": d}))
+    return {"file": ctx.rel(stem + ".prom.json"), "delta": prom.headline(d)}
 
 
 def _point_params(point: Point, b: BenchArgs, **extra) -> PointParams:

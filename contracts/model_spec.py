@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field, fields
+from datetime import date
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -136,35 +137,83 @@ class DeviceModelSpec:
 
 @dataclass
 class KnownIssue:
-    """A waiver: a known failure that must not block a release, with its reason."""
+    """A waiver: a known failure that must not block a release, with its reason, who accepted it and when it
+    stops waiving (``expires``: an ISO date, the last day it waives, or a release: it no longer waives from
+    that project version on). A waiver without an end waives until someone remembers it, so each one has one."""
 
     workflow: str
     task: str
     reason: str
+    accepted_by: str = ""
+    expires: str = ""
 
 
-def read_known_issues(entries: Any) -> tuple[list[KnownIssue], list[str]]:
-    """``known_issues`` entries as waivers, and one note per entry that waives nothing.
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_RELEASE = re.compile(r"^v?(\d+(?:\.\d+)*)$")
 
-    An entry without a reason is rejected: an unexplained waiver is exactly what a review must catch.
-    The release verdict and the evals step both read waivers through here, so they never disagree.
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.lstrip("v").split("."))
+
+
+def waiver_expiry_problem(expires: str, on: date, version: str) -> str | None:
+    """Why a waiver with this ``expires`` no longer waives on day ``on`` under project ``version``, or None."""
+    if _DATE.match(expires):
+        try:
+            last_day = date.fromisoformat(expires)
+        except ValueError:
+            return f"its expiry {expires!r} is not a date"
+        return f"expired after {expires}" if on > last_day else None
+    release = _RELEASE.match(expires)
+    if release:
+        return f"expired with release {expires}" if _version_tuple(version) >= _version_tuple(expires) else None
+    return f"its expiry {expires!r} is neither a date (YYYY-MM-DD) nor a release (e.g. 0.2.0)"
+
+
+def read_known_issues(entries: Any, on: date | None = None,
+                      version: str | None = None) -> tuple[list[KnownIssue], list[str]]:
+    """``known_issues`` entries as waivers, and one note per entry that waives nothing or lacks an owner or end.
+
+    An entry without a reason is rejected: an unexplained waiver is exactly what a review must catch. An
+    expired one (``expires`` passed on day ``on``, default today, or reached by project ``version``) or one
+    whose expiry cannot be read waives nothing, and its note says so. The release verdict and the evals step
+    both read waivers through here, so they never disagree.
     """
+    on = on or date.today()
+    version = version or project_version()
     issues: list[KnownIssue] = []
     notes: list[str] = []
     for entry in entries or []:
         if not isinstance(entry, dict):
             notes.append(f"ignored malformed known_issues entry: {entry!r}")
             continue
-        workflow = str(entry.get("workflow") or entry.get("workflow_type") or "").strip().lower()
-        task = str(entry.get("task") or entry.get("task_name") or "").strip()
-        reason = str(entry.get("reason") or "").strip()
-        if not workflow or not task:
-            notes.append(f"ignored known_issues entry without workflow/task: {entry!r}")
-        elif not reason:
-            notes.append(f"ignored known_issues waiver {workflow}/{task}: it gives no reason")
-        else:
-            issues.append(KnownIssue(workflow, task, reason))
+        issue, note = _read_known_issue(entry, on, version)
+        if issue is not None:
+            issues.append(issue)
+        if note:
+            notes.append(note)
     return issues, notes
+
+
+def _read_known_issue(entry: dict[str, Any], on: date, version: str) -> tuple[KnownIssue | None, str | None]:
+    workflow = str(entry.get("workflow") or entry.get("workflow_type") or "").strip().lower()
+    task = str(entry.get("task") or entry.get("task_name") or "").strip()
+    reason = str(entry.get("reason") or "").strip()
+    accepted_by = str(entry.get("accepted_by") or "").strip()
+    expires = str(entry.get("expires") or "").strip()
+    if not workflow or not task:
+        return None, f"ignored known_issues entry without workflow/task: {entry!r}"
+    if not reason:
+        return None, f"ignored known_issues waiver {workflow}/{task}: it gives no reason"
+    if expires:
+        expired = waiver_expiry_problem(expires, on, version)
+        if expired:
+            who = f", accepted by {accepted_by}" if accepted_by else ""
+            return None, f"known_issues waiver {workflow}/{task} no longer waives: {expired}{who} ({reason})"
+    missing = [name for name, value in (("accepted_by", accepted_by), ("expires", expires)) if not value]
+    note = (f"known_issues waiver {workflow}/{task} names no {' and no '.join(missing)}: it waives, but a waiver "
+            "should say who accepted it and when it ends") if missing else None
+    return KnownIssue(workflow, task, reason, accepted_by, expires), note
 
 
 @dataclass

@@ -131,6 +131,23 @@ def bounded_mean_cs_path(values: Sequence[float], alpha: float = 0.05, lower: fl
     observations contradict one fixed mean (a drifting score, or the alpha-probability miss): the
     interval is then the whole range [lower, upper] from there on (undecided), never a false certainty.
     """
+    xs = _bounded_values(values, alpha, lower, upper, population)
+    method = METHOD_BOUNDED_CS if population is None else METHOD_BOUNDED_CS_WOR
+    width = upper - lower
+    unit_path, running_sum = _unit_cs_path([(value - lower) / width for value in xs], math.log(2.0 / alpha),
+                                           population)
+    out = [Interval(lower, upper, method) if unit is None
+           else Interval(lower + unit[0] * width, lower + unit[1] * width, method) for unit in unit_path]
+    if population is not None and len(xs) == population:
+        # every item seen: the mean is known, whatever the earlier intervals said (and free of their rounding)
+        exact_mean = lower + running_sum / population * width
+        out[-1] = Interval(exact_mean, exact_mean, method)
+    return out
+
+
+def _bounded_values(values: Sequence[float], alpha: float, lower: float, upper: float,
+                    population: int | None) -> list[float]:
+    """The values as floats, once alpha, the range, every value and the population are checked (ValueError)."""
     _check_alpha(alpha)
     for name, bound in (("lower", lower), ("upper", upper)):
         if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound):
@@ -138,7 +155,6 @@ def bounded_mean_cs_path(values: Sequence[float], alpha: float = 0.05, lower: fl
     if not upper > lower:
         raise ValueError(f"bounded_mean_cs: upper ({upper!r}) must be greater than lower ({lower!r})")
     xs = _floats(values, "bounded_mean_cs")
-    width = upper - lower
     n = len(xs)
     for i, v in enumerate(xs):
         if not lower <= v <= upper:
@@ -150,17 +166,22 @@ def bounded_mean_cs_path(values: Sequence[float], alpha: float = 0.05, lower: fl
         if n > population:
             raise ValueError(f"bounded_mean_cs: {n} values drawn without replacement from a population of "
                              f"{population}: more values than items")
-    method = METHOD_BOUNDED_CS if population is None else METHOD_BOUNDED_CS_WOR
-    log_term = math.log(2.0 / alpha)
+    return xs
+
+
+def _unit_cs_path(xs: list[float], log_term: float,
+                  population: int | None) -> tuple[list[tuple[float, float] | None], float]:
+    """The running-intersected CS of ``bounded_mean_cs_path`` on values already scaled to [0, 1], with
+    log_term = log(2/alpha): per t, (lo, hi), or None once the intersection has been empty; and the sum of
+    the values (S_n, from which the exact mean of a fully seen population comes)."""
     running_sum = 0.0       # S_{t-1}
     mu_prev, s2_prev = 0.5, 0.25
     sq_sum = 0.0            # sum (x_i - mu_i)^2
     num = den = penalty = 0.0
     lo, hi = 0.0, 1.0
     empty = False
-    out: list[Interval] = []
-    for t, value in enumerate(xs, start=1):
-        x = (value - lower) / width
+    out: list[tuple[float, float] | None] = []
+    for t, x in enumerate(xs, start=1):
         lam = min(math.sqrt(2.0 * log_term / (s2_prev * t * math.log(1.0 + t))), BET_TRUNCATION)
         penalty += (x - mu_prev) ** 2 * (-math.log(1.0 - lam) - lam)     # v_t psi_E(lambda_t): the 4s cancel
         if population is None:
@@ -184,15 +205,8 @@ def bounded_mean_cs_path(values: Sequence[float], alpha: float = 0.05, lower: fl
         mu_t = (0.5 + running_sum) / (t + 1)
         sq_sum += (x - mu_t) ** 2
         mu_prev, s2_prev = mu_t, (0.25 + sq_sum) / (t + 1)
-        if empty:
-            out.append(Interval(lower, upper, method))
-        else:
-            out.append(Interval(lower + lo * width, lower + hi * width, method))
-    if population is not None and n == population:
-        # every item seen: the mean is known, whatever the earlier intervals said (and free of their rounding)
-        exact_mean = lower + running_sum / population * width
-        out[-1] = Interval(exact_mean, exact_mean, method)
-    return out
+        out.append(None if empty else (lo, hi))
+    return out, running_sum
 
 
 def bounded_mean_cs(values: Sequence[float], alpha: float = 0.05, lower: float = 0.0, upper: float = 1.0,

@@ -2,7 +2,7 @@
 
 Contract (docs/architecture.md, "Client workflow contract"):
 
-    python deploy/run_deploy.py --run-dir RUN_DIR --model-spec-json PATH --workflow-args-json '{"target": "k8s"}'
+    python -m deploy.run_deploy --run-dir RUN_DIR --model-spec-json PATH --workflow-args-json '{"target": "k8s"}'
 
 Writes under ``RUN_DIR/deploy/``: ``k8s/NN-<kind>.yaml`` (apply in order) and ``k8s/all.yaml``,
 ``helm/<chart>/`` (Chart.yaml, values.yaml, templates/), and ``README.txt`` (the Secret command and
@@ -17,13 +17,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: import from the repo root
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from contracts.model_spec import project_version  # noqa: E402
-from contracts.client_main import BadInput, ClientInvocation, run_client  # noqa: E402
-from contracts.workflow_keys import DEPLOY_ARGS  # noqa: E402
-from deploy.k8s import DeployError, DeployOptions, render_manifests, secret_command  # noqa: E402
+from contracts.model_spec import project_version
+from contracts.client_main import BadInput, ClientInvocation, run_client
+from contracts.workflow_keys import DEPLOY_ARGS
+from deploy.k8s import DeployError, DeployOptions, render_manifests, secret_command
 
 KUBERNETES_VERSION = "1.33.0"
 TARGETS = ("k8s",)

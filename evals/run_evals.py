@@ -2,7 +2,7 @@
 
 Contract (docs/architecture.md, "Client workflow contract"):
 
-    python evals/run_evals.py --run-dir RUN_DIR --model-spec-json PATH --server-url URL \
+    python -m evals.run_evals --run-dir RUN_DIR --model-spec-json PATH --server-url URL \
         --workflow-args-json '{"mode": "smoke"}' [--disable-trace-capture]
 
 Per task it writes ``RUN_DIR/evals/<task>/eval_record.json`` (``EvalRecord``), lm-eval's own
@@ -34,9 +34,6 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make `evals.*` importable from the repo root
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from contracts.client_main import BadInput, ClientInvocation, run_client
 from contracts.model_spec import ModelSpec, read_known_issues

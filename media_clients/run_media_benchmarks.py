@@ -23,19 +23,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repo root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from contracts.server_state import ServerStateSampler  # noqa: E402
-from contracts.model_spec import ModelSpec, PerfReference  # noqa: E402
-from media_clients.common import EXIT_FAILED, EXIT_OK, BadInput, ClientRun, log, main_wrapper  # noqa: E402
-from media_clients.load import run_point  # noqa: E402
-from records.judge import required_tiers  # noqa: E402
-from records.media import point_file_name, point_key  # noqa: E402
-from records.media_estimates import INTERVAL_FIGURES  # noqa: E402
-from records.sampling import (DEFAULT_PRECISION, DEFAULT_SAMPLE_BUDGETS, SampleGoal, deciding_minimum,  # noqa: E402
+from contracts.server_state import ServerStateSampler
+from contracts.model_spec import ModelSpec, PerfReference
+from media_clients.common import EXIT_FAILED, EXIT_OK, BadInput, ClientRun, log, main_wrapper
+from media_clients.load import run_point
+from records.judge import required_tiers
+from records.media import point_file_name, point_key
+from records.media_estimates import INTERVAL_FIGURES
+from records.sampling import (DEFAULT_PRECISION, DEFAULT_SAMPLE_BUDGETS, SampleGoal, deciding_minimum,
                               goal_checks, sampling_setting)
-from media_clients.workloads import spec_params, workload_for  # noqa: E402
+from media_clients.workloads import spec_params, workload_for
 
 #: The benchmarks workflow's keys this client reads (the others are the LLM benchmark's).
 WORKFLOW_ARG_KEYS = frozenset({"precision", "sample_budget_s", "perf_tiers"})

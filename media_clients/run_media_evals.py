@@ -20,16 +20,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: make the repo root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from contracts.intervals import Interval, bootstrap_ratio, decide, exact  # noqa: E402
-from records.evals import STATUS_ERROR, STATUS_FAILED, AccuracyCheck, EvalRecord  # noqa: E402
-from media_clients import data, diarization_eval, scoring  # noqa: E402
-from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper  # noqa: E402
-from media_clients.eval_references import Reference, reference_for  # noqa: E402
-from media_clients.vision import eval_checks  # noqa: E402
-from media_clients.workloads import (CnnWorkload, EmbeddingWorkload, ImageWorkload, SpeechWorkload,  # noqa: E402
+from contracts.intervals import Interval, bootstrap_ratio, decide, exact
+from records.evals import STATUS_ERROR, STATUS_FAILED, AccuracyCheck, EvalRecord
+from media_clients import data, diarization_eval, scoring
+from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper
+from media_clients.eval_references import Reference, reference_for
+from media_clients.vision import eval_checks
+from media_clients.workloads import (CnnWorkload, EmbeddingWorkload, ImageWorkload, SpeechWorkload,
                                      describe, spec_params)
 
 WORKFLOW_ARG_KEYS = frozenset()

@@ -15,19 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-if __package__ in (None, ""):  # run as a script: make the repo root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from media_clients import data  # noqa: E402
-from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper, now_iso  # noqa: E402
-from media_clients.invariance import INVARIANCE_CASES, Divergence, Diverged  # noqa: E402
-from media_clients.transport import Answer, MediaHttp  # noqa: E402
-from media_clients.vision import VISION_CASES  # noqa: E402
-from media_clients.workloads import (CnnWorkload, EmbeddingWorkload, ImageWorkload, SpeechWorkload,  # noqa: E402
+from media_clients import data
+from media_clients.common import EXIT_FAILED, EXIT_OK, ClientRun, log, main_wrapper, now_iso
+from media_clients.invariance import INVARIANCE_CASES, Divergence, Diverged
+from media_clients.transport import Answer, MediaHttp
+from media_clients.vision import VISION_CASES
+from media_clients.workloads import (CnnWorkload, EmbeddingWorkload, ImageWorkload, SpeechWorkload,
                                      describe, spec_params)
-from contracts.retry import GaveUp, NotYet, retry  # noqa: E402
-from contracts.workflow_keys import MEDIA_TEST_ARGS  # noqa: E402
-from records.server_tests import CaseResult, TestsRecord  # noqa: E402
+from contracts.retry import GaveUp, NotYet, retry
+from contracts.workflow_keys import MEDIA_TEST_ARGS
+from records.server_tests import CaseResult, TestsRecord
 
 WORKFLOW_ARG_KEYS = frozenset(MEDIA_TEST_ARGS)
 LIVENESS_DEADLINE_S = 120.0

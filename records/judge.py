@@ -63,6 +63,7 @@ Rules (documented in the report legend too):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 from typing import Any, Iterable, Sequence
 
 from contracts.intervals import INCONCLUSIVE
@@ -166,9 +167,14 @@ class Waiver:
         return self.task == "*" and blocker.item != STEP_FAILED
 
 
-def parse_waivers(known_issues: Any) -> tuple[list[Waiver], list[str]]:
-    """Read ``known_issues`` from the model spec (``contracts.model_spec.read_known_issues``)."""
-    issues, notes = read_known_issues(known_issues)
+def parse_waivers(known_issues: Any, judged_on: str | None = None) -> tuple[list[Waiver], list[str]]:
+    """Read ``known_issues`` from the model spec (``contracts.model_spec.read_known_issues``) as they stand on
+    ``judged_on`` (the run's ISO date; today when None): an expired waiver waives nothing, and a note says so."""
+    try:
+        on = date.fromisoformat(judged_on[:10]) if judged_on else None
+    except ValueError:  # a manifest without a readable start: judge as of today
+        on = None
+    issues, notes = read_known_issues(known_issues, on)
     return [Waiver(i.workflow, i.task, i.reason) for i in issues], notes
 
 
@@ -187,6 +193,8 @@ class JudgeInput:
     (smoke, ci, full): a smoke run does not require a media target its few requests cannot decide.
     ``perf_tiers`` (``--workflow-args perf_tiers=``) caps the performance tiers required at that one:
     the tiers above it are still measured, decided and shown, as checks that are not required.
+    ``judged_on``: the run's date (ISO; the manifest's start), on which the waivers' expiry is judged, so a
+    report rebuilt later decides as it did then (today when None).
     Any iterable given for a sequence field is read once, into a list."""
 
     model_status: Any
@@ -208,6 +216,7 @@ class JudgeInput:
     section_checks: Sequence[Check] = ()
     mode: str | None = None
     perf_tiers: str | None = None
+    judged_on: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("steps", "targets", "evals", "record_problems", "benchmarks", "notes", "media",
@@ -230,7 +239,7 @@ def decide(judge_input: JudgeInput | None = None, /, **fields: Any) -> Verdict:
     status = normalise_status(inp.model_status)
     tiers, perf_note, cap_note = _tiers_required(status, inp.perf_tiers)
     need_evals = evals_required(status)
-    waivers, waiver_notes = parse_waivers(inp.known_issues)
+    waivers, waiver_notes = parse_waivers(inp.known_issues, inp.judged_on)
     notes = [*inp.notes, *perf_note, *waiver_notes, *cap_note]
     if status not in STATUS_TIERS:
         notes.append(f"unknown model status {inp.model_status!r}: treated as EXPERIMENTAL")

@@ -532,7 +532,7 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
         record_problems=problems, benchmarks=benchmarks, max_error_rate=allowed_error_rate,
         notes=[n for n in (allowance_note, price_note) if n], media=media, comparison=record.comparison,
         points_chosen=_points_chosen(workflow, cli_args), mode=_run_mode(cli_args),
-        perf_tiers=_workflow_arg(cli_args, "perf_tiers"),
+        perf_tiers=_workflow_arg(cli_args, "perf_tiers"), judged_on=_str(manifest.get("started")),
         section_checks=section_checks(test_records.get("tests_record.json"), stress_records.get("stress_record.json"),
                                       stress_records.get("capacity_record.json"),
                                       spec.device_model_spec.max_batch_divergence)))

@@ -41,11 +41,28 @@ def _section_items(title: str, name: str, section: Section, record: ReportRecord
 
 
 def render_markdown(record: ReportRecord) -> str:
-    m, v = record.metadata, record.verdict
+    m = record.metadata
     title = f"{m.model_name or m.model_id} on {m.device or 'unknown device'}"
     out = [f"# Release report: {title}", "", f"**{views.verdict_line(record)}**", ""]
+    out += _verdict_lines(record)
+    out += _comparison_lines(record)
+    out += _metadata_lines(record)
+    out += _benchmark_lines(record)
+    out += _performance_target_lines(record)
+    out += _media_lines(record)
+    out += _eval_lines(record)
+    out += _section_items("Tests", "tests", record.tests, record)
+    out += _section_items("Stress tests", "stress_tests", record.stress_tests, record)
+    out += ["## Legend", ""]
+    out += [f"- **{label}**: {text}" for _, label, text in legend()]
+    out.append("")
+    return "\n".join(out)
 
-    out += ["## Verdict", ""]
+
+def _verdict_lines(record: ReportRecord) -> list[str]:
+    """Blockers, the checks decided on an interval, waivers, sections not run and the verdict's notes."""
+    v = record.verdict
+    out = ["## Verdict", ""]
     if v.blockers:
         out += ["Blockers:", ""]
         out += [f"- [{b.category}] {b.item}{f' ({b.tier})' if b.tier else ''}: {b.detail}"
@@ -68,20 +85,32 @@ def render_markdown(record: ReportRecord) -> str:
         out.append("")
     if v.notes:
         out += ["Notes:", ""] + [f"- {n}" for n in v.notes] + [""]
+    return out
 
-    if record.comparison is not None:
-        c = record.comparison
-        out += ["## Comparison with a baseline run", "", comparison_views.header_line(c), "",
-                table([h for h, _ in comparison_views.COMPARISON_COLUMNS], comparison_views.comparison_rows(c)), ""]
-        out += [f"- {n}" for n in c.notes] + ([""] if c.notes else [])
-    out += ["## Metadata", "", table(["Field", "Value"],
-                                     [[k, val] for k, val in views.metadata_rows(record)]), ""]
+
+def _comparison_lines(record: ReportRecord) -> list[str]:
+    if record.comparison is None:
+        return []
+    c = record.comparison
+    out = ["## Comparison with a baseline run", "", comparison_views.header_line(c), "",
+           table([h for h, _ in comparison_views.COMPARISON_COLUMNS], comparison_views.comparison_rows(c)), ""]
+    out += [f"- {n}" for n in c.notes] + ([""] if c.notes else [])
+    return out
+
+
+def _metadata_lines(record: ReportRecord) -> list[str]:
+    m = record.metadata
+    out = ["## Metadata", "", table(["Field", "Value"],
+                                    [[k, val] for k, val in views.metadata_rows(record)]), ""]
     if m.steps:
         out += ["Run steps:", "", table(
             ["Step", "Status", "Duration (s)", "Detail"],
             [[s.name, s.status, views.num(s.duration_s), s.detail or ""] for s in m.steps]), ""]
+    return out
 
-    out += ["## Benchmarks", ""]
+
+def _benchmark_lines(record: ReportRecord) -> list[str]:
+    out = ["## Benchmarks", ""]
     if record.benchmarks:
         columns = views.benchmark_columns(record)
         out += [table([h for h, _ in columns], [views.cells(columns, r) for r in record.benchmarks]), ""]
@@ -94,8 +123,12 @@ def render_markdown(record: ReportRecord) -> str:
         out += [f"Not run ({_not_run_reason(record, 'benchmarks') or 'no benchmark records'}).",
                 ""]
     out += [views.pricing_line(record), ""] if views.pricing_line(record) else []
+    return out
 
-    out += ["## Performance targets", ""]
+
+def _performance_target_lines(record: ReportRecord) -> list[str]:
+    v = record.verdict
+    out = ["## Performance targets", ""]
     if record.targets:
         cols = views.TIER_COLUMNS
         out += [f"Required tiers for status {v.model_status or 'n/a'}: "
@@ -104,7 +137,12 @@ def render_markdown(record: ReportRecord) -> str:
                       [views.cells(cols, p) for p in views.tier_rows(record)]), ""]
     else:
         out += ["The model spec defines no performance reference for this device.", ""]
+    return out
 
+
+def _media_lines(record: ReportRecord) -> list[str]:
+    """One section per media kind: its table, then its targets, sample sizes and cost, each when it has any."""
+    out: list[str] = []
     for media in media_tables(record):
         out += [f"## Media benchmarks: {media.title}", "", table(media.headers, media.rows), ""]
         lines = [line for line in target_lines(record) if line.startswith(f"{media.kind}_")]
@@ -117,8 +155,11 @@ def render_markdown(record: ReportRecord) -> str:
         notes = [line for line in cost_notes(record) if line.startswith(f"{media.kind}_")]
         if notes:
             out += ["Cost (server core-seconds, energy):", ""] + [f"- {line}" for line in notes] + [""]
+    return out
 
-    out += ["## Accuracy (evals)", ""]
+
+def _eval_lines(record: ReportRecord) -> list[str]:
+    out = ["## Accuracy (evals)", ""]
     if record.evals:
         out += [table([h for h, _ in views.EVAL_COLUMNS], views.eval_rows(record)), ""]
         errors = [e for e in record.evals if e.error]
@@ -132,11 +173,4 @@ def render_markdown(record: ReportRecord) -> str:
             out.append("")
     else:
         out += [f"Not run ({_not_run_reason(record, 'evals') or 'no eval records'}).", ""]
-
-    out += _section_items("Tests", "tests", record.tests, record)
-    out += _section_items("Stress tests", "stress_tests", record.stress_tests, record)
-
-    out += ["## Legend", ""]
-    out += [f"- **{label}**: {text}" for _, label, text in legend()]
-    out.append("")
-    return "\n".join(out)
+    return out

@@ -1,6 +1,6 @@
 """Write the run history's releases over time: DIR/history.json and DIR/history.html.
 
-    python reports/run_history.py --output-dir DIR [--model M] [--device D]
+    python -m reports.run_history --output-dir DIR [--model M] [--device D]
 
 ``run.py --history`` runs this in the reports venv (which has psycopg for a PostgreSQL store). It reads
 the history store (``history.store``: ``TT_HISTORY_URL``, else the SQLite file) and each listed run's
@@ -15,12 +15,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-
-if __package__ in (None, ""):
-    # Run as a script: import from the repo root, not from this directory (see run_reports.py).
-    _here = str(Path(__file__).resolve().parent)
-    sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != Path(_here)]
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 EXIT_OK, EXIT_STORE, EXIT_BAD_INPUT = 0, 1, 2
 FILES = ("history.json", "history.html")

@@ -1,6 +1,6 @@
 """Reports client workflow: rebuild every report of ONE run directory from its files.
 
-    python reports/run_reports.py --run-dir RUN_DIR [--model-spec-json PATH]
+    python -m reports.run_reports --run-dir RUN_DIR [--model-spec-json PATH]
         [--server-url URL] [--workflow-args-json JSON] [--disable-trace-capture]
         [--ignore-verdict]
 
@@ -26,13 +26,6 @@ import json
 import sys
 import traceback
 from pathlib import Path
-
-if __package__ in (None, ""):
-    # Run as a script: import from the repo root, not from this directory, whose module names
-    # (markdown, console, ...) must not shadow installed packages.
-    _here = str(Path(__file__).resolve().parent)
-    sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != Path(_here)]
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 EXIT_PASS, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INCONCLUSIVE = 0, 1, 2, 3, 4
 

@@ -24,7 +24,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)  # the repository: contracts/
+import _repo  # noqa: E402,F401  (the repository importable: scripts/_repo.py)
 
 from contracts.intervals import percentile  # noqa: E402
 from contracts.retry import GaveUp, NotYet, retry  # noqa: E402

@@ -40,7 +40,7 @@ import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the repository: contracts/, stress_tests/
+import _repo  # noqa: E402,F401  (the repository importable: scripts/_repo.py)
 
 from contracts.intervals import percentile  # noqa: E402
 from contracts.retry import GaveUp, NotYet, retry  # noqa: E402
@@ -185,12 +185,7 @@ def _bootstrap_median_diff(a: list[float], b: list[float], iterations: int = 200
 def run(args: argparse.Namespace) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="gateway-overload-"))
     server_port, gateway_port = _free_port(), _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MOCK_", "MODEL", "DEVICE"))}
-    env.update({"MODELS": f"{MODEL}=mock-cnn", "API_KEY": UPSTREAM_KEY, "ENVIRONMENT": "development",
-                "MOCK_INFERENCE_DELAY_MS": str(args.service_ms), "MAX_BATCH_SIZE": "1",
-                "MAX_QUEUE_SIZE": str(args.queue), "LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1",
-                "JWT_SECRET": SECRET, "UPSTREAM_KEY": UPSTREAM_KEY})
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    env = _server_env(args)
     server = Proc([str(MEDIA_PYTHON), "-m", "uvicorn", "main:app", "--lifespan", "on", "--host", "127.0.0.1",
                    "--port", str(server_port), "--no-access-log"], ROOT / "tt-media-server", env, tmp / "server.log")
     gateway = None
@@ -203,72 +198,103 @@ def run(args: argparse.Namespace) -> dict:
         direct = (server_port, *_request(f"Bearer {UPSTREAM_KEY}"))
         via = (gateway_port, *_request(f"Bearer {_token()}"))
         loop = asyncio.new_event_loop()
-
-        # 1. capacity, closed loop with 4 in flight, direct
-        async def closed(seconds: float) -> int:
-            end, done = time.perf_counter() + seconds, [0]
-
-            async def worker():
-                while time.perf_counter() < end:
-                    status, _, _ = await _one(*direct)
-                    done[0] += status == 200
-            await asyncio.gather(*(worker() for _ in range(4)))
-            return done[0]
-        capacity = loop.run_until_complete(closed(args.capacity_s)) / args.capacity_s
-        if capacity <= 0:
-            raise SystemExit("the media server answered nothing in the capacity phase")
-
-        # 2. at load: half the capacity, each arrival direct or through the gateway at random
-        rng = random.Random(3)
-        at_load = loop.run_until_complete(_open_loop(
-            capacity / 2, args.load_s, lambda: ("gateway", *via) if rng.random() < 0.5 else ("direct", *direct)))
-        lat = {k: [e for label, s, _, e in at_load if label == k and s == 200] for k in ("direct", "gateway")}
-        added = {"n_direct": len(lat["direct"]), "n_gateway": len(lat["gateway"]),
-                 "direct_p50_ms": _ms(percentile(lat["direct"], 50)),
-                 "gateway_p50_ms": _ms(percentile(lat["gateway"], 50)),
-                 "direct_p99_ms": _ms(percentile(lat["direct"], 99)),
-                 "gateway_p99_ms": _ms(percentile(lat["gateway"], 99)),
-                 "failed": sum(1 for _, s, _, _ in at_load if s != 200),
-                 "failed_by_status": _by_status(r for r in at_load if r[1] != 200)}
-        if lat["direct"] and lat["gateway"]:
-            added["added_p50_ms"] = round(added["gateway_p50_ms"] - added["direct_p50_ms"], 3)
-            added["added_p50_ci95_ms"] = _bootstrap_median_diff(lat["direct"], lat["gateway"])
-            added["added_p99_ms"] = round(added["gateway_p99_ms"] - added["direct_p99_ms"], 3)
-
-        # 3. overload through the gateway
-        samples: list[tuple[float, float]] = []
-
-        def sample(t: float) -> None:
-            rss = process_tree_rss(gateway.popen.pid)
-            if rss:
-                samples.append((t, rss))
-        over = loop.run_until_complete(_open_loop(args.overload_x * capacity, args.overload_s,
-                                                  lambda: ("gateway", *via), sample))
+        capacity = _measure_capacity(loop, direct, args.capacity_s)
+        added = _measure_added_latency(loop, capacity, args.load_s, direct, via)
+        over, samples = _overload(loop, args.overload_x * capacity, args.overload_s, via, gateway)
         loop.close()
-        counts = _by_status(over)
-        own = sum(1 for _, s, k, _ in over if s == 503 and k == "overloaded")
-        bad = {k: v for k, v in counts.items() if not k.split(" ")[0].isdigit() or int(k.split(" ")[0]) not in ALLOWED}
-        memory = memory_drift(samples, args.overload_s, 1.0, MEMORY_LIMIT_PCT)
-        ok_lat = [e for _, s, _, e in over if s == 200]
-        gateway_alive = gateway.popen.poll() is None
-        return {
-            "capacity_rps": round(capacity, 2),
-            "at_load": {"offered_rps": round(capacity / 2, 2), "seconds": args.load_s, **added},
-            "overload": {"offered_rps": round(args.overload_x * capacity, 2), "times_capacity": args.overload_x,
-                         "seconds": args.overload_s, "sent": len(over), "by_status": dict(sorted(counts.items())),
-                         "gateway_own_503": own, "relayed_429": counts.get("429 queue_full", 0),
-                         "not_allowed": bad, "answered_200_p50_ms": _ms(percentile(ok_lat, 50)),
-                         "gateway_max_in_flight": args.max_in_flight, "upstream_queue": args.queue,
-                         "gateway_alive_after": gateway_alive},
-            "gateway_memory": {"samples": memory.n, "baseline_mb": memory.baseline_mb, "last_mb": memory.last_mb,
-                               "peak_mb": memory.peak_mb, "growth_pct": memory.growth_pct, "ci95_pct": memory.ci_pct,
-                               "limit_pct": MEMORY_LIMIT_PCT, "decision": memory.decision, "detail": memory.detail},
-            "passed": not bad and gateway_alive and memory.decision != "fail" and len(over) > 0,
-        }
+        return _overload_result(args, capacity, added, over, samples, gateway)
     finally:
         if gateway is not None:
             gateway.stop()
         server.stop()
+
+
+def _server_env(args: argparse.Namespace) -> dict[str, str]:
+    """The media server's (and the gateway's) environment: the mock CNN runner, one request at a time."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MOCK_", "MODEL", "DEVICE"))}
+    env.update({"MODELS": f"{MODEL}=mock-cnn", "API_KEY": UPSTREAM_KEY, "ENVIRONMENT": "development",
+                "MOCK_INFERENCE_DELAY_MS": str(args.service_ms), "MAX_BATCH_SIZE": "1",
+                "MAX_QUEUE_SIZE": str(args.queue), "LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1",
+                "JWT_SECRET": SECRET, "UPSTREAM_KEY": UPSTREAM_KEY})
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    return env
+
+
+def _measure_capacity(loop: asyncio.AbstractEventLoop, direct: tuple, seconds: float) -> float:
+    """1. capacity: requests/s answered 200, closed loop with 4 in flight, sent directly to the server."""
+    async def closed(seconds: float) -> int:
+        end, done = time.perf_counter() + seconds, [0]
+
+        async def worker():
+            while time.perf_counter() < end:
+                status, _, _ = await _one(*direct)
+                done[0] += status == 200
+        await asyncio.gather(*(worker() for _ in range(4)))
+        return done[0]
+    capacity = loop.run_until_complete(closed(seconds)) / seconds
+    if capacity <= 0:
+        raise SystemExit("the media server answered nothing in the capacity phase")
+    return capacity
+
+
+def _measure_added_latency(loop: asyncio.AbstractEventLoop, capacity: float, seconds: float, direct: tuple,
+                           via: tuple) -> dict:
+    """2. at load: half the capacity, each arrival direct or through the gateway at random; the latency the
+    gateway adds is the difference of the medians (with its bootstrap interval) and of the p99s."""
+    rng = random.Random(3)
+    at_load = loop.run_until_complete(_open_loop(
+        capacity / 2, seconds, lambda: ("gateway", *via) if rng.random() < 0.5 else ("direct", *direct)))
+    lat = {k: [e for label, s, _, e in at_load if label == k and s == 200] for k in ("direct", "gateway")}
+    added = {"n_direct": len(lat["direct"]), "n_gateway": len(lat["gateway"]),
+             "direct_p50_ms": _ms(percentile(lat["direct"], 50)),
+             "gateway_p50_ms": _ms(percentile(lat["gateway"], 50)),
+             "direct_p99_ms": _ms(percentile(lat["direct"], 99)),
+             "gateway_p99_ms": _ms(percentile(lat["gateway"], 99)),
+             "failed": sum(1 for _, s, _, _ in at_load if s != 200),
+             "failed_by_status": _by_status(r for r in at_load if r[1] != 200)}
+    if lat["direct"] and lat["gateway"]:
+        added["added_p50_ms"] = round(added["gateway_p50_ms"] - added["direct_p50_ms"], 3)
+        added["added_p50_ci95_ms"] = _bootstrap_median_diff(lat["direct"], lat["gateway"])
+        added["added_p99_ms"] = round(added["gateway_p99_ms"] - added["direct_p99_ms"], 3)
+    return added
+
+
+def _overload(loop: asyncio.AbstractEventLoop, rate: float, seconds: float, via: tuple,
+              gateway: Proc) -> tuple[list, list[tuple[float, float]]]:
+    """3. overload through the gateway: every answer, and the gateway's RSS sampled twice a second."""
+    samples: list[tuple[float, float]] = []
+
+    def sample(t: float) -> None:
+        rss = process_tree_rss(gateway.popen.pid)
+        if rss:
+            samples.append((t, rss))
+    over = loop.run_until_complete(_open_loop(rate, seconds, lambda: ("gateway", *via), sample))
+    return over, samples
+
+
+def _overload_result(args: argparse.Namespace, capacity: float, added: dict, over: list,
+                     samples: list[tuple[float, float]], gateway: Proc) -> dict:
+    """The JSON object: the three phases, the gateway's memory drift, and whether the overload rule held."""
+    counts = _by_status(over)
+    own = sum(1 for _, s, k, _ in over if s == 503 and k == "overloaded")
+    bad = {k: v for k, v in counts.items() if not k.split(" ")[0].isdigit() or int(k.split(" ")[0]) not in ALLOWED}
+    memory = memory_drift(samples, args.overload_s, 1.0, MEMORY_LIMIT_PCT)
+    ok_lat = [e for _, s, _, e in over if s == 200]
+    gateway_alive = gateway.popen.poll() is None
+    return {
+        "capacity_rps": round(capacity, 2),
+        "at_load": {"offered_rps": round(capacity / 2, 2), "seconds": args.load_s, **added},
+        "overload": {"offered_rps": round(args.overload_x * capacity, 2), "times_capacity": args.overload_x,
+                     "seconds": args.overload_s, "sent": len(over), "by_status": dict(sorted(counts.items())),
+                     "gateway_own_503": own, "relayed_429": counts.get("429 queue_full", 0),
+                     "not_allowed": bad, "answered_200_p50_ms": _ms(percentile(ok_lat, 50)),
+                     "gateway_max_in_flight": args.max_in_flight, "upstream_queue": args.queue,
+                     "gateway_alive_after": gateway_alive},
+        "gateway_memory": {"samples": memory.n, "baseline_mb": memory.baseline_mb, "last_mb": memory.last_mb,
+                           "peak_mb": memory.peak_mb, "growth_pct": memory.growth_pct, "ci95_pct": memory.ci_pct,
+                           "limit_pct": MEMORY_LIMIT_PCT, "decision": memory.decision, "detail": memory.detail},
+        "passed": not bad and gateway_alive and memory.decision != "fail" and len(over) > 0,
+    }
 
 
 def _by_status(results) -> dict[str, int]:

@@ -35,7 +35,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SERVER_DIR = REPO_ROOT / "tt-media-server"
-sys.path[:0] = [str(SERVER_DIR), str(REPO_ROOT), str(REPO_ROOT / "scripts")]
+import _repo  # noqa: E402  (the repository and scripts/ importable: scripts/_repo.py)
+
+_repo.use_media_server()
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="bench-metrics-"))
 
 import numpy as np  # noqa: E402

@@ -26,7 +26,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tt-media-server"))
+import _repo  # noqa: E402  (the media server importable: scripts/_repo.py)
+
+_repo.use_media_server()
 
 QUESTIONS = ["Tell me a story about a cat.", "What is the capital of France?", "Write a haiku about rain.",
              "Explain photosynthesis simply.", "List three fruits.", "How do airplanes fly?",

@@ -33,7 +33,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)  # the repository: contracts/
+import _repo  # noqa: E402,F401  (the repository importable: scripts/_repo.py)
 
 from contracts.retry import GaveUp, wait_http_ok  # noqa: E402
 

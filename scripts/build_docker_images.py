@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
+import _repo  # noqa: E402,F401  (the repository importable: scripts/_repo.py)
 
 from contracts.model_spec import DeviceType, InferenceEngine, ModelSpec, project_version  # noqa: E402
 

@@ -57,9 +57,9 @@ def _packaged(name: str, runner) -> bool:
 
 def _fetch(name: str, dry_run: bool) -> bool:
     """The model's pinned revision in the HF cache (already there, or downloaded); one line either way."""
-    from media_server.model_files import cached_snapshot, download
     from media_server.runners.base import RunnerUnavailable
     from media_server.runners.catalog import source_of
+    from media_server.runners.model_files import cached_snapshot, download
 
     source = source_of(name)
     what = f"{name} ({source.repo}@{source.revision})"
@@ -85,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the catalog and exit")
     parser.add_argument("--dry-run", action="store_true", help="say what would be fetched, fetch nothing")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(SERVER_DIR))
+    import _repo  # (the media server importable: scripts/_repo.py)
+
+    _repo.use_media_server()
     try:
         from media_server.runners.catalog import CATALOG, packaged_in
     except ImportError as exc:
@@ -109,4 +111,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `--list | head`: the reader left; say nothing more, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

@@ -32,7 +32,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _repo  # noqa: E402,F401  (scripts/ importable for make_speech_data: scripts/_repo.py)
 from make_speech_data import (APT_PACKAGES, WORDS_PER_MINUTE, SpeechDataError, _duration, _run,  # noqa: E402
                               generator_version, missing_tools)
 

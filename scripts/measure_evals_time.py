@@ -22,14 +22,12 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
+import _repo  # noqa: E402,F401  (the repository and scripts/ importable: scripts/_repo.py)
 
 EVALS_PYTHON = REPO / ".workflow_venvs" / "evals" / "bin" / "python"
 

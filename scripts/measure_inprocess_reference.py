@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _repo  # noqa: E402,F401  (the repository importable: scripts/_repo.py)
 
 from contracts.intervals import from_stderr, wilson  # noqa: E402
 from evals import references  # noqa: E402

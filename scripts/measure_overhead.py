@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # contracts/
+import _repo  # noqa: E402,F401  (the repository importable: scripts/_repo.py)
 
 from contracts.retry import GaveUp, NotYet, retry  # noqa: E402
 

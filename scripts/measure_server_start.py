@@ -32,7 +32,6 @@ import json
 import os
 import socket
 import statistics
-import sys
 import tempfile
 import time
 import urllib.request
@@ -40,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import _repo  # noqa: E402,F401  (the repository importable: scripts/_repo.py)
 
 from contracts.openai_http import one_token  # noqa: E402
 from contracts.retry import GaveUp, NotYet, retry  # noqa: E402

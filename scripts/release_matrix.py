@@ -48,7 +48,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def _bootstrap(argv: list[str]) -> int:
     """Re-execute in the orchestrator's venv (``deploy`` for the Kubernetes paths: kubernetes-validate)."""
-    sys.path.insert(0, str(REPO))
+    import _repo  # noqa: F401  (the repository importable: scripts/_repo.py)
     from workflows import venvs
 
     name = "deploy" if any(a in argv for a in ("--collect", "k8s", "--executor=k8s")) else "run"
@@ -65,7 +65,7 @@ def _bootstrap(argv: list[str]) -> int:
 def main(argv: list[str]) -> int:
     if os.environ.get(MARKER) != sys.prefix:
         return _bootstrap(argv)
-    sys.path.insert(0, str(REPO))
+    import _repo  # noqa: F401  (the repository importable: scripts/_repo.py)
     try:
         args = parse_args(argv)
     except SystemExit as exc:

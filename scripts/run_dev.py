@@ -30,7 +30,7 @@ def server_python() -> Path | None:
     media-server.txt with torch's CPU build from where this host has it. So the first ``run_dev.py`` after
     ``uv sync`` (whose environment holds only the orchestrator) builds the server's venv once, saying so.
     None, with one line on stderr, when it cannot be built."""
-    sys.path.insert(0, str(REPO))
+    import _repo  # noqa: F401,PLC0415  (the repository importable: scripts/_repo.py)
     from workflows.venvs import VenvError, ensure_venv  # noqa: PLC0415 (the repository is importable only now)
 
     try:

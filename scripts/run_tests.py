@@ -43,7 +43,7 @@ def pytest_args(argv: list[str], workers: str) -> list[str]:
 
 
 def main() -> int:
-    sys.path.insert(0, REPO_ROOT)
+    import _repo  # noqa: F401  (the repository importable: scripts/_repo.py)
     from workflows.venvs import VenvError, ensure_venv
 
     try:

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 1 or args.at_target_runs < 1:
         parser.error("--runs and --at-target-runs must be at least 1")
-    sys.path.insert(0, str(REPO))
+    import _repo  # noqa: F401  (the repository importable: scripts/_repo.py)
     from tests.records.decision_simulation import decision_table, format_release, format_table, healthy_release
 
     started = time.monotonic()

@@ -32,7 +32,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import _repo  # noqa: E402,F401  (the repository importable: scripts/_repo.py)
 
 from contracts.retry import GaveUp, NotYet, retry  # noqa: E402
 
@@ -152,9 +152,9 @@ def main(argv: list[str] | None = None) -> int:
                    "TT_SERVED_MODEL_NAME": s.served_model_name}
             log = open(run_dir / "stress.log", "wb")
             procs.append((s, run_dir, subprocess.Popen(
-                [str(client_python), str(ROOT / "stress_tests" / "run_media_stress.py"), "--run-dir", str(run_dir),
+                [str(client_python), "-m", "stress_tests.run_media_stress", "--run-dir", str(run_dir),
                  "--model-spec-json", str(run_dir / "model_spec.json"), "--server-url", handle.base_url,
-                 "--workflow-args-json", json.dumps(wf_args)], env=env, stdout=log, stderr=subprocess.STDOUT),
+                 "--workflow-args-json", json.dumps(wf_args)], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT),
                 log))
         deadline = time.monotonic() + args.duration_s + 1200
         for s, run_dir, proc, log in procs:
@@ -164,10 +164,10 @@ def main(argv: list[str] | None = None) -> int:
                 proc.kill()
                 rc = proc.wait()
             log.close()
-            subprocess.run([str(reports_python), str(ROOT / "reports" / "run_reports.py"), "--run-dir", str(run_dir),
+            subprocess.run([str(reports_python), "-m", "reports.run_reports", "--run-dir", str(run_dir),
                             "--model-spec-json", str(run_dir / "model_spec.json"), "--server-url", "",
                             "--workflow-args-json", json.dumps(wf_args), "--ignore-verdict"],
-                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, timeout=300)
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, capture_output=True, timeout=300)
             results.append(summarise(run_dir, s.served_model_name, rc))
             code |= rc not in (0,)
     finally:

@@ -1,6 +1,6 @@
 """tests workflow entry: the API conformance suite (server_tests/cases) with pytest against a live server.
 
-    python server_tests/run_tests.py --run-dir RUN_DIR --model-spec-json PATH --server-url URL \
+    python -m server_tests.run_tests --run-dir RUN_DIR --model-spec-json PATH --server-url URL \
         --workflow-args-json '{"markers": "sampling and not stream", "test_name": "seed", "list_tests": "true"}'
 
 Writes RUN_DIR/tests/junit.xml, RUN_DIR/tests/tests_record.json (``records.server_tests.TestsRecord``)
@@ -19,12 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repo root importable
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from contracts.client_main import EXIT_FAILED, EXIT_OK, BadInput, ClientInvocation, run_client  # noqa: E402
-from contracts.model_spec import ModelSpec  # noqa: E402
-from contracts.workflow_keys import TEST_ARGS  # noqa: E402
+from contracts.client_main import EXIT_FAILED, EXIT_OK, BadInput, ClientInvocation, run_client
+from contracts.model_spec import ModelSpec
+from contracts.workflow_keys import TEST_ARGS
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
 # markers: a pytest -m expression; test_name: a pytest -k expression; list_tests: print, run nothing

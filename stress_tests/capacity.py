@@ -159,74 +159,127 @@ def search_capacity(measure: Callable[[float], LevelSamples], slos: list[Slo], *
     ``above_target`` False ends the search once the target level holds: the release's question
     (is the target met?) is answered, and the levels above it only refine how far it is exceeded,
     which costs most of a search's time when every level is decided on its interval."""
-    levels: list[LevelJudgement] = []
+    search = _Search(measure, slos, goal=goal, start=start, ceiling=ceiling, integer=integer, resolution=resolution,
+                     max_levels=max_levels, repeat_marginal=repeat_marginal, out_of_time=out_of_time,
+                     on_level=on_level, level_requests=level_requests)
+    done = search.decide_target(target, above_target)
+    if done is None:
+        done = search.bracket()
+    return done if done is not None else search.bisect()
 
-    def judge(level: float) -> LevelJudgement:
-        samples = measure(level)
-        j = judge_level(level, samples, slos, goal)
-        repeats = 1
-        while j.marginal and repeat_marginal and not out_of_time() and (repeats < 2 or samples.sent < level_requests):
-            samples = samples.merged(measure(level))
-            repeats += 1
-            j = judge_level(level, samples, slos, goal)
-        j.repeats = repeats
-        levels.append(j)
-        on_level(j)
-        return j
 
-    def result(capacity: float, failed: float | None, why: str, converged: bool,
-               undecided: float | None = None) -> SearchResult:
-        return SearchResult(capacity, (capacity, failed), levels, why, converged, undecided)
+@dataclass
+class _Search:
+    """One capacity search: its settings (``search_capacity``'s arguments), the levels judged so far (the
+    curve), and the bracket: ``held`` the highest level that held, ``failed`` the lowest that failed, ``level``
+    the next to judge. Each phase returns the search's result when it ends the search, else None."""
 
-    def undecided_text(j: LevelJudgement) -> str:
-        return f"level {j.level:g} is undecided after {j.sent} requests: {j.reason}"
-
+    measure: Callable[[float], LevelSamples]
+    slos: list[Slo]
+    goal: float
+    start: float
+    ceiling: float
+    integer: bool
+    resolution: float
+    max_levels: int
+    repeat_marginal: bool
+    out_of_time: Callable[[], bool]
+    on_level: Callable[[LevelJudgement], None]
+    level_requests: int
+    levels: list[LevelJudgement] = field(default_factory=list)
     held: float = 0
     failed: float | None = None
-    level = start
-    if target is not None and start <= target <= ceiling:
-        j = judge(target)
+    level: float = 0
+
+    def __post_init__(self) -> None:
+        self.level = self.start
+
+    def judge(self, level: float) -> LevelJudgement:
+        """Measure ``level``; a marginal one is measured again (merged) while there is time and too few requests."""
+        samples = self.measure(level)
+        j = judge_level(level, samples, self.slos, self.goal)
+        repeats = 1
+        while (j.marginal and self.repeat_marginal and not self.out_of_time()
+               and (repeats < 2 or samples.sent < self.level_requests)):
+            samples = samples.merged(self.measure(level))
+            repeats += 1
+            j = judge_level(level, samples, self.slos, self.goal)
+        j.repeats = repeats
+        self.levels.append(j)
+        self.on_level(j)
+        return j
+
+    def result(self, capacity: float, failed: float | None, why: str, converged: bool,
+               undecided: float | None = None) -> SearchResult:
+        return SearchResult(capacity, (capacity, failed), self.levels, why, converged, undecided)
+
+    def out_of_budget(self) -> bool:
+        return self.out_of_time() or len(self.levels) >= self.max_levels
+
+    def decide_target(self, target: float | None, above_target: bool) -> SearchResult | None:
+        """With a target in [start, ceiling], judge it first: it holds (search above it) or fails (below it)."""
+        if target is None or not self.start <= target <= self.ceiling:
+            return None
+        j = self.judge(target)
         if j.marginal and not j.holds:
-            return result(held, None, undecided_text(j) + "; the target level decides the search", False, target)
-        if j.holds:
-            held = target
-            if target >= ceiling:
-                return result(held, None, f"SLOs hold at the search ceiling {ceiling:g}", True)
-            if not above_target:
-                return result(held, None, f"the target level {target:g} holds; the levels above it are searched "
-                                          f"with mode=full (the capacity is at least {target:g})", True)
-            level = min(_next_up(target, integer), ceiling)
-        else:
-            failed = target
-    while failed is None or level < failed:  # bracketing
-        if out_of_time() or len(levels) >= max_levels:
-            return result(held, failed, "time or level budget ran out while bracketing", False)
-        j = judge(level)
-        if j.marginal and not j.holds:
-            return result(held, level, undecided_text(j) + " (within measurement noise of the SLOs)", False, level)
+            return self.result(self.held, None, _undecided_text(j) + "; the target level decides the search", False,
+                               target)
         if not j.holds:
-            failed = level
-            break
-        held = level
-        if level >= ceiling:
-            return result(held, None, f"SLOs hold at the search ceiling {ceiling:g}", True)
-        level = min(_next_up(level, integer), ceiling)
-    if held == 0:
-        return result(0, failed, f"SLOs do not hold even at the start level {start:g}", True)
+            self.failed = target
+            return None
+        self.held = target
+        if target >= self.ceiling:
+            return self.result(self.held, None, f"SLOs hold at the search ceiling {self.ceiling:g}", True)
+        if not above_target:
+            return self.result(self.held, None, f"the target level {target:g} holds; the levels above it are "
+                                                f"searched with mode=full (the capacity is at least {target:g})",
+                               True)
+        self.level = min(_next_up(target, self.integer), self.ceiling)
+        return None
 
-    def close_enough(lo: float, hi: float) -> bool:
-        return (hi - lo <= resolution) if integer else (hi - lo <= resolution * hi)
+    def bracket(self) -> SearchResult | None:
+        """Double the level until one fails (or the ceiling holds)."""
+        while self.failed is None or self.level < self.failed:
+            if self.out_of_budget():
+                return self.result(self.held, self.failed, "time or level budget ran out while bracketing", False)
+            level = self.level
+            j = self.judge(level)
+            if j.marginal and not j.holds:
+                return self.result(self.held, level, _undecided_text(j) + " (within measurement noise of the SLOs)",
+                                   False, level)
+            if not j.holds:
+                self.failed = level
+                break
+            self.held = level
+            if level >= self.ceiling:
+                return self.result(self.held, None, f"SLOs hold at the search ceiling {self.ceiling:g}", True)
+            self.level = min(_next_up(level, self.integer), self.ceiling)
+        if self.held == 0:
+            return self.result(0, self.failed, f"SLOs do not hold even at the start level {self.start:g}", True)
+        return None
 
-    while not close_enough(held, failed):  # bisection
-        if out_of_time() or len(levels) >= max_levels:
-            return result(held, failed, "time or level budget ran out while bisecting", False)
-        mid = (held + failed) // 2 if integer else float(f"{(held + failed) / 2:.4g}")  # a rate a reader can read
-        j = judge(mid)
-        if j.marginal and not j.holds:
-            return result(held, mid, undecided_text(j) + " (within measurement noise of the SLOs); bisection stops "
-                                     "there", False, mid)
-        if j.holds:
-            held = mid
-        else:
-            failed = mid
-    return result(held, failed, f"bracket {held:g}..{failed:g} is one resolution step wide", True)
+    def bisect(self) -> SearchResult:
+        """Halve the bracket until it is one resolution step wide."""
+        held, failed = self.held, self.failed
+        assert failed is not None  # the bracket ended on a failed level
+        while not self.close_enough(held, failed):
+            if self.out_of_budget():
+                return self.result(held, failed, "time or level budget ran out while bisecting", False)
+            # a rate a reader can read
+            mid = (held + failed) // 2 if self.integer else float(f"{(held + failed) / 2:.4g}")
+            j = self.judge(mid)
+            if j.marginal and not j.holds:
+                return self.result(held, mid, _undecided_text(j) + " (within measurement noise of the SLOs); "
+                                              "bisection stops there", False, mid)
+            if j.holds:
+                held = mid
+            else:
+                failed = mid
+        return self.result(held, failed, f"bracket {held:g}..{failed:g} is one resolution step wide", True)
+
+    def close_enough(self, lo: float, hi: float) -> bool:
+        return (hi - lo <= self.resolution) if self.integer else (hi - lo <= self.resolution * hi)
+
+
+def _undecided_text(j: LevelJudgement) -> str:
+    return f"level {j.level:g} is undecided after {j.sent} requests: {j.reason}"

@@ -83,112 +83,143 @@ def close_window(records: list[RequestRecord], t0: float, lo: float, hi: float, 
                   ms([r.tpot for r in ok if r.tpot is not None]), ms(e2el), memory, ms(e2el, 95), ms(e2el, 99))
 
 
-async def _drive(cfg: ClientConfig, pool: list[WorkItem], load: Load, tag: str, window_s: float,
+def close_load(run: LoadRun, records: list[RequestRecord], t0: float, load: Load, issued: int,
+               memory: Callable[[], float | None] | None, detector: SaturationDetector | None) -> None:
+    """What every load does once it has ended (``run.duration_s`` set): count the requests never sent, close
+    the last partial window of a timed load, and ask the detector for its verdict over the whole load."""
+    if load.num_prompts is not None:
+        run.not_sent += max(0, load.num_prompts - issued)
+    if run.windows or load.duration_s:  # close the last partial window of a timed load
+        last = run.windows[-1].t_end if run.windows else 0.0
+        if run.duration_s - last > 0.5:
+            run.windows.append(close_window(records, t0, last, run.duration_s + 1e-6, 0,
+                                            memory() if memory else None))
+    if detector is not None and run.saturation is None:
+        run.saturation = detector.check(run.duration_s)
+
+
+class _LoadDriver:
+    """One load on one event loop: its senders (closed-loop workers or an open-loop dispatcher) and the
+    monitor that watches them, sharing the counters below."""
+
+    def __init__(self, cfg: ClientConfig, pool: list[WorkItem], load: Load, tag: str, window_s: float,
                  detector: SaturationDetector | None, memory: Callable[[], float | None] | None,
-                 deadline: float | None, should_stop: Callable[[], bool]) -> LoadRun:
-    transport = RawTransport(cfg)
-    run = LoadRun()
-    state = {"in_flight": 0, "issued": 0, "stop": False}
-    perf = time.perf_counter
-    t0 = perf()
-    end = t0 + load.duration_s if load.duration_s else None
-    total = load.num_prompts
-    rng = random.Random(load.seed)
+                 deadline: float | None, should_stop: Callable[[], bool]) -> None:
+        self.pool, self.load, self.tag, self.window_s = pool, load, tag, window_s
+        self.detector, self.memory, self.deadline, self.should_stop = detector, memory, deadline, should_stop
+        self.transport = RawTransport(cfg)
+        self.run = LoadRun()
+        self.in_flight = self.issued = 0
+        self.stop = False
+        self.perf = time.perf_counter
+        self.t0 = self.perf()
+        self.end = self.t0 + load.duration_s if load.duration_s else None
+        self.rng = random.Random(load.seed)
 
-    def more() -> bool:
-        if state["stop"] or (total is not None and state["issued"] >= total):
-            return False
-        now = perf()
-        return not ((end is not None and now >= end) or (deadline is not None and now >= deadline))
-
-    async def send_one() -> None:
-        i = state["issued"]
-        state["issued"] += 1
-        item = pool[i % len(pool)]
-        rec = RequestRecord(index=i, request_id=f"tt-stress-{tag}-{i}", prompt_len=item.prompt_len,
-                            requested_output_len=item.osl)
-        run.records.append(rec)
-        state["in_flight"] += 1
+    async def drive(self) -> LoadRun:
+        if math.isinf(self.load.request_rate):
+            main = asyncio.gather(*(self.closed_worker() for _ in range(max(1, self.load.concurrency))))
+        else:
+            main = asyncio.ensure_future(self.open_dispatcher())
+        watcher = asyncio.ensure_future(self.monitor(main))
         try:
-            await transport.send(rec, item.body)
+            await self.wait_within_deadline(main)
         finally:
-            state["in_flight"] -= 1
-        if rec.success and detector is not None and rec.ttft is not None:
-            detector.add_ttft(rec.send_time - t0 + rec.ttft, rec.ttft * 1000.0)
+            self.run.duration_s = self.perf() - self.t0
+            watcher.cancel()
+            await self.transport.close()
+        close_load(self.run, self.run.records, self.t0, self.load, self.issued, self.memory, self.detector)
+        return self.run
 
-    async def closed_worker() -> None:
-        while more():
-            await send_one()
+    async def wait_within_deadline(self, main: asyncio.Future) -> None:
+        """Until the senders are done; at the workflow's deadline, stop them and cut what is in flight."""
+        if self.deadline is None:
+            await main
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(main), max(0.0, self.deadline - self.perf()) + 0.001)
+        except asyncio.TimeoutError:
+            self.stop = True
+            self.run.stopped_reason = self.run.stopped_reason or "the workflow's time budget ran out"
+            self.transport.abort_all(STOPPED_EARLY, "time budget ran out while in flight")
+            await main
 
-    async def open_dispatcher() -> None:
-        tasks = set()
-        next_t = t0
-        while more():
-            next_t += rng.expovariate(load.request_rate)
-            delay = next_t - perf()
+    def more(self) -> bool:
+        """Whether another request may be sent: not stopped, count, duration and deadline not reached."""
+        if self.stop or (self.load.num_prompts is not None and self.issued >= self.load.num_prompts):
+            return False
+        now = self.perf()
+        return not ((self.end is not None and now >= self.end) or (self.deadline is not None and now >= self.deadline))
+
+    async def send_one(self) -> None:
+        i = self.issued
+        self.issued += 1
+        item = self.pool[i % len(self.pool)]
+        rec = RequestRecord(index=i, request_id=f"tt-stress-{self.tag}-{i}", prompt_len=item.prompt_len,
+                            requested_output_len=item.osl)
+        self.run.records.append(rec)
+        self.in_flight += 1
+        try:
+            await self.transport.send(rec, item.body)
+        finally:
+            self.in_flight -= 1
+        if rec.success and self.detector is not None and rec.ttft is not None:
+            self.detector.add_ttft(rec.send_time - self.t0 + rec.ttft, rec.ttft * 1000.0)
+
+    async def closed_worker(self) -> None:
+        while self.more():
+            await self.send_one()
+
+    async def open_dispatcher(self) -> None:
+        """Poisson arrivals at the load's rate; an arrival while ``concurrency`` are in flight is not sent."""
+        tasks: set[asyncio.Future] = set()
+        next_t = self.t0
+        while self.more():
+            next_t += self.rng.expovariate(self.load.request_rate)
+            delay = next_t - self.perf()
             if delay > 0:
                 await asyncio.sleep(delay)
-            if not more():
+            if not self.more():
                 break
-            if state["in_flight"] >= load.concurrency:
-                run.not_sent += 1  # the cap is full: an arrival the server could not take
+            if self.in_flight >= self.load.concurrency:
+                self.run.not_sent += 1  # the cap is full: an arrival the server could not take
                 continue
-            task = asyncio.ensure_future(send_one())
+            task = asyncio.ensure_future(self.send_one())
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         if tasks:
             await asyncio.gather(*tasks)
 
-    async def monitor(main: asyncio.Future) -> None:
-        next_window = window_s
+    async def monitor(self, main: asyncio.Future) -> None:
+        """Every tick: a stop asked for, the detector's view of the in-flight count, a window due."""
+        next_window = self.window_s
         while not main.done():
-            await asyncio.sleep(min(MONITOR_TICK_S, window_s))
-            now = perf() - t0
-            if should_stop() and not state["stop"]:
-                run.stopped_reason, state["stop"] = "interrupted", True
-                transport.abort_all(STOPPED_EARLY, "interrupted")
-            if detector is not None:
-                detector.add_concurrency(now, state["in_flight"])
-                verdict = detector.check(now)
-                if verdict.fired and not state["stop"]:
-                    run.saturation, run.stopped_reason, state["stop"] = verdict, verdict.reason, True
-                    transport.abort_all(STOPPED_EARLY, verdict.reason)
+            await asyncio.sleep(min(MONITOR_TICK_S, self.window_s))
+            now = self.perf() - self.t0
+            if self.should_stop() and not self.stop:
+                self.stop_load("interrupted", "interrupted")
+            if self.detector is not None:
+                self.detector.add_concurrency(now, self.in_flight)
+                verdict = self.detector.check(now)
+                if verdict.fired and not self.stop:
+                    self.run.saturation = verdict
+                    self.stop_load(verdict.reason, verdict.reason)
             if now >= next_window:
-                mem = memory() if memory else None
-                run.windows.append(close_window(run.records, t0, next_window - window_s, next_window,
-                                           state["in_flight"], mem))
-                next_window += window_s
+                mem = self.memory() if self.memory else None
+                self.run.windows.append(close_window(self.run.records, self.t0, next_window - self.window_s,
+                                                     next_window, self.in_flight, mem))
+                next_window += self.window_s
 
-    if math.isinf(load.request_rate):
-        main = asyncio.gather(*(closed_worker() for _ in range(max(1, load.concurrency))))
-    else:
-        main = asyncio.ensure_future(open_dispatcher())
-    watcher = asyncio.ensure_future(monitor(main))
-    try:
-        if deadline is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(main), max(0.0, deadline - perf()) + 0.001)
-            except asyncio.TimeoutError:
-                state["stop"] = True
-                run.stopped_reason = run.stopped_reason or "the workflow's time budget ran out"
-                transport.abort_all(STOPPED_EARLY, "time budget ran out while in flight")
-                await main
-        else:
-            await main
-    finally:
-        run.duration_s = perf() - t0
-        watcher.cancel()
-        await transport.close()
-    if total is not None:
-        run.not_sent += max(0, total - state["issued"])
-    if run.windows or load.duration_s:  # close the last partial window of a timed load
-        last = run.windows[-1].t_end if run.windows else 0.0
-        if run.duration_s - last > 0.5:
-            run.windows.append(close_window(run.records, t0, last, run.duration_s + 1e-6, 0,
-                                            memory() if memory else None))
-    if detector is not None and run.saturation is None:
-        run.saturation = detector.check(run.duration_s)
-    return run
+    def stop_load(self, reason: str, abort_detail: str) -> None:
+        """Send nothing more and cut the requests in flight (classed ``stopped_early``)."""
+        self.run.stopped_reason, self.stop = reason, True
+        self.transport.abort_all(STOPPED_EARLY, abort_detail)
+
+
+async def _drive(cfg: ClientConfig, pool: list[WorkItem], load: Load, tag: str, window_s: float,
+                 detector: SaturationDetector | None, memory: Callable[[], float | None] | None,
+                 deadline: float | None, should_stop: Callable[[], bool]) -> LoadRun:
+    return await _LoadDriver(cfg, pool, load, tag, window_s, detector, memory, deadline, should_stop).drive()
 
 
 def drive(cfg: ClientConfig, pool: list[WorkItem], load: Load, *, tag: str, window_s: float = 5.0,

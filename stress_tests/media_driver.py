@@ -24,7 +24,7 @@ from typing import Callable
 from benchmarking.metrics import RequestRecord
 from media_clients.transport import MediaHttp
 from media_clients.workloads import Workload
-from stress_tests.driver import MONITOR_TICK_S, STOPPED_EARLY, Load, LoadRun, close_window
+from stress_tests.driver import MONITOR_TICK_S, STOPPED_EARLY, Load, LoadRun, close_load, close_window
 from stress_tests.saturation import SaturationDetector
 
 STOP_GRACE_S = 10.0  # after a stop: how long requests in flight may still finish before they are cut
@@ -77,105 +77,120 @@ def drive_media(workload: Workload, http: MediaHttp, model: str, load: Load, *, 
                 detector: SaturationDetector | None = None, memory: Callable[[], float | None] | None = None,
                 budget_s: float | None = None, should_stop: Callable[[], bool] = lambda: False) -> LoadRun:
     """Blocking: run ``load`` with requests of ``workload``; request ``i`` uses the workload's input ``i``."""
-    run = LoadRun()
-    state = _State()
-    perf = time.perf_counter
-    t0 = perf()
-    end = t0 + load.duration_s if load.duration_s else None
-    deadline = t0 + budget_s if budget_s else None
-    total = load.num_prompts
-    rng = random.Random(load.seed)
+    return _MediaLoad(workload, http, model, load, tag, window_s, detector, memory, budget_s, should_stop).drive()
 
-    def stop(reason: str) -> None:
+
+class _MediaLoad:
+    """One media load: its sending threads (closed-loop workers or an open-loop dispatcher) and the monitor
+    (the calling thread) that watches them through the shared ``_State``."""
+
+    def __init__(self, workload: Workload, http: MediaHttp, model: str, load: Load, tag: str, window_s: float,
+                 detector: SaturationDetector | None, memory: Callable[[], float | None] | None,
+                 budget_s: float | None, should_stop: Callable[[], bool]) -> None:
+        self.workload, self.http, self.model, self.load, self.tag = workload, http, model, load, tag
+        self.window_s, self.detector, self.memory, self.should_stop = window_s, detector, memory, should_stop
+        self.run = LoadRun()
+        self.state = _State()
+        self.perf = time.perf_counter
+        self.t0 = self.perf()
+        self.end = self.t0 + load.duration_s if load.duration_s else None
+        self.deadline = self.t0 + budget_s if budget_s else None
+        self.rng = random.Random(load.seed)
+
+    def drive(self) -> LoadRun:
+        if math.isinf(self.load.request_rate):
+            senders = [threading.Thread(target=self.closed_worker, name=f"{self.tag}-worker-{k}", daemon=True)
+                       for k in range(max(1, self.load.concurrency))]
+        else:
+            senders = [threading.Thread(target=self.open_dispatcher, name=f"{self.tag}-dispatch", daemon=True)]
+        for thread in senders:
+            thread.start()
+        self.monitor(senders)
+        self.run.duration_s = self.perf() - self.t0
+        state = self.state
         with state.lock:
-            if state.stop_at is None:
-                state.stop_at = perf()
-                run.stopped_reason = run.stopped_reason or reason
+            for rec in self.run.records:  # still blocked in flight past the grace period
+                if not rec.success and rec.error_class is None:
+                    rec.error_class, rec.error = STOPPED_EARLY, "still in flight when the load was stopped"
+            records = list(self.run.records)
+            issued = state.issued
+        close_load(self.run, records, self.t0, self.load, issued, self.memory, self.detector)
+        self.run.records = records
+        return self.run
 
-    def take_index() -> int | None:
+    def stop(self, reason: str) -> None:
+        with self.state.lock:
+            if self.state.stop_at is None:
+                self.state.stop_at = self.perf()
+                self.run.stopped_reason = self.run.stopped_reason or reason
+
+    def take_index(self) -> int | None:
         """The next request's index, or None when the load is over (count, duration, deadline or stop)."""
-        now = perf()
-        if deadline is not None and now >= deadline:
-            stop("the workflow's time budget ran out")
+        state, total = self.state, self.load.num_prompts
+        now = self.perf()
+        if self.deadline is not None and now >= self.deadline:
+            self.stop("the workflow's time budget ran out")
         with state.lock:
             if state.stop_at is not None or (total is not None and state.issued >= total) or (
-                    end is not None and now >= end):
+                    self.end is not None and now >= self.end):
                 return None
             state.issued += 1
             return state.issued - 1
 
-    def closed_worker() -> None:
-        while (i := take_index()) is not None:
-            _send(workload, http, model, state, run, tag, t0, detector, i)
+    def send(self, index: int) -> None:
+        _send(self.workload, self.http, self.model, self.state, self.run, self.tag, self.t0, self.detector, index)
 
-    def open_dispatcher() -> None:
-        next_t = t0
+    def closed_worker(self) -> None:
+        while (i := self.take_index()) is not None:
+            self.send(i)
+
+    def open_dispatcher(self) -> None:
+        """Poisson arrivals at the load's rate, a thread each; an arrival while the cap is full is not sent."""
+        next_t = self.t0
         while True:
-            next_t += rng.expovariate(load.request_rate)
-            delay = next_t - perf()
+            next_t += self.rng.expovariate(self.load.request_rate)
+            delay = next_t - self.perf()
             if delay > 0:
                 time.sleep(delay)
-            with state.lock:
-                full = state.in_flight >= load.concurrency
-            if full and take_index() is not None:
-                with state.lock:
-                    run.not_sent += 1  # the cap is full: an arrival the server could not take
+            with self.state.lock:
+                full = self.state.in_flight >= self.load.concurrency
+            if full and self.take_index() is not None:
+                with self.state.lock:
+                    self.run.not_sent += 1  # the cap is full: an arrival the server could not take
                 continue
-            i = take_index()
+            i = self.take_index()
             if i is None:
                 return
-            threading.Thread(target=_send, args=(workload, http, model, state, run, tag, t0, detector, i),
-                             name=f"{tag}-{i}", daemon=True).start()
+            threading.Thread(target=_send, args=(self.workload, self.http, self.model, self.state, self.run, self.tag,
+                                                 self.t0, self.detector, i),
+                             name=f"{self.tag}-{i}", daemon=True).start()
 
-    if math.isinf(load.request_rate):
-        senders = [threading.Thread(target=closed_worker, name=f"{tag}-worker-{k}", daemon=True)
-                   for k in range(max(1, load.concurrency))]
-    else:
-        senders = [threading.Thread(target=open_dispatcher, name=f"{tag}-dispatch", daemon=True)]
-    for thread in senders:
-        thread.start()
-
-    next_window = window_s
-    while True:
-        time.sleep(min(MONITOR_TICK_S, window_s))
-        now = perf() - t0
-        with state.lock:
-            in_flight, stopped_at = state.in_flight, state.stop_at
-        senders_done = not any(t.is_alive() for t in senders)
-        if senders_done and in_flight == 0:
-            break
-        if stopped_at is not None and perf() - stopped_at > STOP_GRACE_S:
-            break  # requests still blocked in flight are cut (classed below)
-        if should_stop() and stopped_at is None:
-            stop("interrupted")
-        if detector is not None and stopped_at is None:
-            with state.lock:
-                detector.add_concurrency(now, in_flight)
-                verdict = detector.check(now)
-            if verdict.fired:
-                run.saturation = verdict
-                stop(verdict.reason)
-        if now >= next_window:
-            with state.lock:
-                records = list(run.records)
-            run.windows.append(close_window(records, t0, next_window - window_s, next_window, in_flight,
-                                            memory() if memory else None))
-            next_window += window_s
-    run.duration_s = perf() - t0
-    with state.lock:
-        for rec in run.records:  # still blocked in flight past the grace period
-            if not rec.success and rec.error_class is None:
-                rec.error_class, rec.error = STOPPED_EARLY, "still in flight when the load was stopped"
-        records = list(run.records)
-        issued = state.issued
-    if total is not None:
-        run.not_sent += max(0, total - issued)
-    if run.windows or load.duration_s:  # close the last partial window of a timed load
-        last = run.windows[-1].t_end if run.windows else 0.0
-        if run.duration_s - last > 0.5:
-            run.windows.append(close_window(records, t0, last, run.duration_s + 1e-6, 0,
-                                            memory() if memory else None))
-    if detector is not None and run.saturation is None:
-        run.saturation = detector.check(run.duration_s)
-    run.records = records
-    return run
+    def monitor(self, senders: list[threading.Thread]) -> None:
+        """Every tick until the senders are done and nothing is in flight (or the grace after a stop ran out):
+        a stop asked for, the detector's view of the in-flight count, a window due."""
+        next_window = self.window_s
+        while True:
+            time.sleep(min(MONITOR_TICK_S, self.window_s))
+            now = self.perf() - self.t0
+            with self.state.lock:
+                in_flight, stopped_at = self.state.in_flight, self.state.stop_at
+            senders_done = not any(t.is_alive() for t in senders)
+            if senders_done and in_flight == 0:
+                break
+            if stopped_at is not None and self.perf() - stopped_at > STOP_GRACE_S:
+                break  # requests still blocked in flight are cut (classed in drive)
+            if self.should_stop() and stopped_at is None:
+                self.stop("interrupted")
+            if self.detector is not None and stopped_at is None:
+                with self.state.lock:
+                    self.detector.add_concurrency(now, in_flight)
+                    verdict = self.detector.check(now)
+                if verdict.fired:
+                    self.run.saturation = verdict
+                    self.stop(verdict.reason)
+            if now >= next_window:
+                with self.state.lock:
+                    records = list(self.run.records)
+                self.run.windows.append(close_window(records, self.t0, next_window - self.window_s, next_window,
+                                                     in_flight, self.memory() if self.memory else None))
+                next_window += self.window_s

@@ -2,7 +2,7 @@
 """stress_tests for media kinds (speech, embedding, CNN, image): load points, endurance and the SLO
 capacity search against a live media server, with the media clients' own requests.
 
-    python stress_tests/run_media_stress.py --run-dir RUN_DIR --model-spec-json PATH --server-url URL \
+    python -m stress_tests.run_media_stress --run-dir RUN_DIR --model-spec-json PATH --server-url URL \
         --workflow-args-json '{"run_mode": "endurance", "endurance_s": "60"}'
 
 The same ``--workflow-args`` keys as LLM stress runs (``stress_tests/args.py``), read the same
@@ -40,15 +40,11 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repo root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from contracts.client_main import ClientInvocation  # noqa: E402
-from contracts.model_spec import ModelSpec  # noqa: E402
-from stress_tests.args import Slo, StressArgError, StressArgs, parse_stress_args  # noqa: E402
-from stress_tests.run_stress_tests import (  # noqa: E402
+from contracts.client_main import ClientInvocation
+from contracts.model_spec import ModelSpec
+from stress_tests.args import Slo, StressArgError, StressArgs, parse_stress_args
+from stress_tests.run_stress_tests import (
     Budget, _log, _now, interrupted, keep_point, run_all, search_into_record, watch_signals,
     write_requests)
 

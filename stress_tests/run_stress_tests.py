@@ -2,7 +2,7 @@
 workload run as a stress point: ``stress_tests/workload.py``) and the SLO capacity search, against a
 live server, with the benchmark client.
 
-    python stress_tests/run_stress_tests.py --run-dir RUN_DIR --model-spec-json PATH --server-url URL \
+    python -m stress_tests.run_stress_tests --run-dir RUN_DIR --model-spec-json PATH --server-url URL \
         --workflow-args-json '{"mode": "smoke", "run_mode": "single,capacity", "slo": "ttft_p99:2000,tpot_p99:150"}'
 
 Writes RUN_DIR/stress_tests/stress_record.json (every load point), capacity_record.json (the
@@ -22,12 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repo root importable
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from contracts.client_main import BadInput, ClientInvocation, StopSignals, run_client  # noqa: E402
-from contracts.model_spec import ModelSpec  # noqa: E402
-from stress_tests.args import WORKFLOW_ARG_KEYS, StressArgError, StressArgs, parse_stress_args  # noqa: E402
+from contracts.client_main import BadInput, ClientInvocation, StopSignals, run_client
+from contracts.model_spec import ModelSpec
+from stress_tests.args import WORKFLOW_ARG_KEYS, StressArgError, StressArgs, parse_stress_args
 
 __all__ = ["WORKFLOW_ARG_KEYS", "main"]
 # The performance tier whose targets become the default SLOs: the functional tier, the bar every

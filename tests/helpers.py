@@ -49,7 +49,11 @@ def write_model_spec(path: Path, spec_id: str = CPU_SPEC_ID, **changes) -> Path:
 
 def load_script(path: Path):
     """A script under scripts/ imported as a module (scripts are not a package), registered in
-    sys.modules under its file name so its dataclasses can find their module."""
+    sys.modules under its file name so its dataclasses can find their module. Its directory goes on sys.path
+    as running it by path would put it, so its ``import _repo`` (scripts/_repo.py) and sibling imports resolve."""
+    directory = str(Path(path).resolve().parent)
+    if directory not in sys.path:
+        sys.path.append(directory)
     spec = importlib.util.spec_from_file_location(Path(path).stem, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

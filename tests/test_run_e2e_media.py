@@ -20,9 +20,16 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import free_port, live_group_members, port_free, verdict_exit_code
+from tests.tt_media_server.speech_data import require_speech_tools
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def _speech_tools():
+    """Both runs send the espeak-ng speech set: without its tools they skip (.ci/run requires them)."""
+    require_speech_tools()
 
 
 def test_whisper_release_on_cpu_passes_with_a_readable_report(tmp_path):

@@ -126,7 +126,7 @@ def kill_mid_benchmark(tmp_path: Path, server_args: list[str], sig: int,
             seen |= descendants(proc.pid, proc_table())
             for pid, _ in seen:
                 try:
-                    if b"run_benchmarks.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    if b"benchmarking.run_benchmarks" in Path(f"/proc/{pid}/cmdline").read_bytes():
                         bench_seen = True
                 except OSError:
                     pass

@@ -148,108 +148,158 @@ def _load_impls() -> dict[str, ImplSpec]:
     return {i["impl_name"]: ImplSpec(**i) for i in data["impls"]}
 
 
+@dataclass
+class _Template:
+    """A catalog template's model-level keys, checked; each (weights repo, device entry) pair becomes one spec."""
+
+    impl: ImplSpec
+    weights: list[str]
+    device_entries: list[dict[str, Any]]
+    engine: InferenceEngine
+    tt_metal_commit: str | None
+    vllm_commit: str | None
+    status: str
+    perf_key: str | None
+    image: str | None
+    env_vars: dict[str, Any]
+    repacked: bool
+    served_override: str | None
+    known_issues: list[KnownIssue]
+    extras: dict[str, Any]  # the optional keys given: min_disk_gb, min_ram_gb, readiness_timeout_s, ...
+
+
 def _expand_template(template: dict[str, Any], impls: dict[str, ImplSpec], version: str,
                      perf_refs: dict[str, dict[str, list[PerfReference]]]) -> list[ModelSpec]:
+    t = _parse_template(template, impls)
+    specs = []
+    for repo in t.weights:
+        model_name = repo.split("/")[-1]
+        params = infer_param_count(repo)
+        for entry in t.device_entries:
+            entry = dict(entry)
+            device = DeviceType(entry.pop("device"))
+            entry_status = entry.pop("status", t.status)
+            dms = _device_model_spec(t, entry, device, repo, perf_refs)
+            if entry:
+                raise CatalogError(f"unknown device spec key(s) for {model_name}/{device.value}: {sorted(entry)}")
+            spec = _model_spec(t, repo, model_name, params, dms, entry_status, version)
+            render_tt_config(spec)
+            specs.append(spec)
+    return specs
+
+
+def _parse_template(template: dict[str, Any], impls: dict[str, ImplSpec]) -> _Template:
+    """The template's keys, popped from a copy so that any left over is named as unknown (CatalogError)."""
     template = dict(template)
     try:
         impl = impls[template.pop("impl")]
     except KeyError as exc:
         raise CatalogError(f"unknown impl {exc} in catalog template") from None
-    weights = template.pop("weights")
-    device_entries = template.pop("device_model_specs")
-    engine = InferenceEngine(template.pop("engine", "vllm"))
-    tt_metal_commit = template.pop("tt_metal_commit", None)
-    vllm_commit = template.pop("vllm_commit", None)
-    status = template.pop("status", "EXPERIMENTAL")
-    perf_key = template.pop("perf_reference_key", None)
-    image = template.pop("docker_image", None)
-    env_vars = dict(template.pop("env_vars", {}))
-    repacked = bool(template.pop("repacked", False))
-    served_override = template.pop("served_model_name", None)
-    known_issues = [KnownIssue(**k) for k in template.pop("known_issues", [])]
-    extras = {k: template.pop(k) for k in ("min_disk_gb", "min_ram_gb", "readiness_timeout_s",
-                                           "weights_source", "supported_modalities", "model_type",
-                                           "docker_options")
-              if k in template}
+    t = _Template(
+        impl=impl,
+        weights=template.pop("weights"),
+        device_entries=template.pop("device_model_specs"),
+        engine=InferenceEngine(template.pop("engine", "vllm")),
+        tt_metal_commit=template.pop("tt_metal_commit", None),
+        vllm_commit=template.pop("vllm_commit", None),
+        status=template.pop("status", "EXPERIMENTAL"),
+        perf_key=template.pop("perf_reference_key", None),
+        image=template.pop("docker_image", None),
+        env_vars=dict(template.pop("env_vars", {})),
+        repacked=bool(template.pop("repacked", False)),
+        served_override=template.pop("served_model_name", None),
+        known_issues=[KnownIssue(**k) for k in template.pop("known_issues", [])],
+        extras={k: template.pop(k) for k in ("min_disk_gb", "min_ram_gb", "readiness_timeout_s",
+                                             "weights_source", "supported_modalities", "model_type",
+                                             "docker_options")
+                if k in template},
+    )
     if template:
         raise CatalogError(f"unknown template key(s): {', '.join(sorted(template))}")
-    if engine is InferenceEngine.MEDIA and not image:
+    if t.engine is InferenceEngine.MEDIA and not t.image:
         # The derived default is the vLLM image; a media spec on it would start the wrong server.
-        raise CatalogError(f"media template {weights} names no docker_image (the media server's image for its device)")
+        raise CatalogError(f"media template {t.weights} names no docker_image "
+                           "(the media server's image for its device)")
+    return t
 
-    specs = []
-    for repo in weights:
-        model_name = repo.split("/")[-1]
-        params = infer_param_count(repo)
-        for entry in device_entries:
-            entry = dict(entry)
-            device = DeviceType(entry.pop("device"))
-            entry_status = entry.pop("status", status)
-            max_context = int(entry.pop("max_context", 128 * 1024))
-            max_concurrency = int(entry.pop("max_concurrency", 32))
-            # The media server takes its settings from env vars, not vLLM arguments.
-            vllm_args = {} if engine is InferenceEngine.MEDIA else _default_vllm_args(
-                device, repo, max_context, max_concurrency)
-            vllm_args.update(entry.pop("vllm_args", {}))
-            dms = DeviceModelSpec(
-                device=device,
-                max_concurrency=max_concurrency,
-                max_context=max_context,
-                default_impl=bool(entry.pop("default_impl", False)),
-                vllm_args=vllm_args,
-                override_tt_config=dict(entry.pop("override_tt_config", {})),
-                env_vars=dict(entry.pop("env_vars", {})),
-                perf_reference=list(perf_refs.get(perf_key or "", {}).get(device.value, [])),
-                max_error_rate=float(entry.pop("max_error_rate", 0.0)),
-                regression_tolerance=(None if entry.get("regression_tolerance") is None
-                                      else float(entry.pop("regression_tolerance"))),
-                max_batch_divergence=float(entry.pop("max_batch_divergence", 0.0)),
-            )
-            entry.pop("regression_tolerance", None)
-            if entry:
-                raise CatalogError(f"unknown device spec key(s) for {model_name}/{device.value}: {sorted(entry)}")
-            env = dict(TT_ENV_DEFAULTS if device.is_tenstorrent
-                       else CPU_ENV_DEFAULTS if device is DeviceType.CPU else {})
-            if engine is InferenceEngine.MEDIA:
-                env = {}  # no vLLM variables; the media server's own come from the template
-            env.update(inferred_device_env(device))
-            env.update(env_vars)
-            env.update(dms.env_vars)
-            if image:
-                docker_image = image.format(version=version)
-            else:
-                docker_image = f"{TT_IMAGE_REPO}:{docker_image_tag(version, tt_metal_commit, vllm_commit)}"
-            min_disk = extras.get("min_disk_gb", round((params or 1) * (5 if repacked else 4), 3))
-            min_ram = extras.get("min_ram_gb", round((params or 1) * 5, 3))
-            spec = ModelSpec(
-                model_id=model_id_for(impl.impl_name, model_name, device.value),
-                model_name=model_name,
-                hf_model_repo=repo,
-                served_model_name=served_override or repo,
-                impl=impl,
-                engine=engine,
-                device_type=device,
-                tt_metal_commit=tt_metal_commit,
-                vllm_commit=vllm_commit,
-                docker_image=docker_image,
-                status=ModelStatus[entry_status],
-                version=version,
-                param_count=params,
-                min_disk_gb=min_disk,
-                min_ram_gb=min_ram,
-                supported_modalities=list(extras.get("supported_modalities", ["text"])),
-                env_vars=env,
-                device_model_spec=dms,
-                weights_source=dict(extras.get("weights_source", {"kind": "huggingface"})),
-                model_type=extras.get("model_type", "LLM"),
-                known_issues=list(known_issues),
-                readiness_timeout_s=float(extras.get("readiness_timeout_s", 1800.0)),
-                docker_options=dict(extras.get("docker_options", {})),
-                code_link=(f"{impl.repo_url}/tree/{tt_metal_commit}/{impl.code_path}" if tt_metal_commit else None),
-            )
-            render_tt_config(spec)
-            specs.append(spec)
-    return specs
+
+def _device_model_spec(t: _Template, entry: dict[str, Any], device: DeviceType, repo: str,
+                       perf_refs: dict[str, dict[str, list[PerfReference]]]) -> DeviceModelSpec:
+    """One device entry's settings, popped from ``entry`` (what is left in it is unknown to the caller)."""
+    max_context = int(entry.pop("max_context", 128 * 1024))
+    max_concurrency = int(entry.pop("max_concurrency", 32))
+    # The media server takes its settings from env vars, not vLLM arguments.
+    vllm_args = {} if t.engine is InferenceEngine.MEDIA else _default_vllm_args(
+        device, repo, max_context, max_concurrency)
+    vllm_args.update(entry.pop("vllm_args", {}))
+    dms = DeviceModelSpec(
+        device=device,
+        max_concurrency=max_concurrency,
+        max_context=max_context,
+        default_impl=bool(entry.pop("default_impl", False)),
+        vllm_args=vllm_args,
+        override_tt_config=dict(entry.pop("override_tt_config", {})),
+        env_vars=dict(entry.pop("env_vars", {})),
+        perf_reference=list(perf_refs.get(t.perf_key or "", {}).get(device.value, [])),
+        max_error_rate=float(entry.pop("max_error_rate", 0.0)),
+        regression_tolerance=(None if entry.get("regression_tolerance") is None
+                              else float(entry.pop("regression_tolerance"))),
+        max_batch_divergence=float(entry.pop("max_batch_divergence", 0.0)),
+    )
+    entry.pop("regression_tolerance", None)
+    return dms
+
+
+def _spec_env(t: _Template, dms: DeviceModelSpec) -> dict[str, Any]:
+    """The device's defaults (none for the media server), then the inferred device variables, the template's and
+    the device entry's, later ones winning."""
+    device = dms.device
+    env = dict(TT_ENV_DEFAULTS if device.is_tenstorrent
+               else CPU_ENV_DEFAULTS if device is DeviceType.CPU else {})
+    if t.engine is InferenceEngine.MEDIA:
+        env = {}  # no vLLM variables; the media server's own come from the template
+    env.update(inferred_device_env(device))
+    env.update(t.env_vars)
+    env.update(dms.env_vars)
+    return env
+
+
+def _model_spec(t: _Template, repo: str, model_name: str, params: float | None, dms: DeviceModelSpec,
+                entry_status: str, version: str) -> ModelSpec:
+    device = dms.device
+    env = _spec_env(t, dms)
+    if t.image:
+        docker_image = t.image.format(version=version)
+    else:
+        docker_image = f"{TT_IMAGE_REPO}:{docker_image_tag(version, t.tt_metal_commit, t.vllm_commit)}"
+    min_disk = t.extras.get("min_disk_gb", round((params or 1) * (5 if t.repacked else 4), 3))
+    min_ram = t.extras.get("min_ram_gb", round((params or 1) * 5, 3))
+    return ModelSpec(
+        model_id=model_id_for(t.impl.impl_name, model_name, device.value),
+        model_name=model_name,
+        hf_model_repo=repo,
+        served_model_name=t.served_override or repo,
+        impl=t.impl,
+        engine=t.engine,
+        device_type=device,
+        tt_metal_commit=t.tt_metal_commit,
+        vllm_commit=t.vllm_commit,
+        docker_image=docker_image,
+        status=ModelStatus[entry_status],
+        version=version,
+        param_count=params,
+        min_disk_gb=min_disk,
+        min_ram_gb=min_ram,
+        supported_modalities=list(t.extras.get("supported_modalities", ["text"])),
+        env_vars=env,
+        device_model_spec=dms,
+        weights_source=dict(t.extras.get("weights_source", {"kind": "huggingface"})),
+        model_type=t.extras.get("model_type", "LLM"),
+        known_issues=list(t.known_issues),
+        readiness_timeout_s=float(t.extras.get("readiness_timeout_s", 1800.0)),
+        docker_options=dict(t.extras.get("docker_options", {})),
+        code_link=(f"{t.impl.repo_url}/tree/{t.tt_metal_commit}/{t.impl.code_path}" if t.tt_metal_commit else None),
+    )
 
 
 @lru_cache(maxsize=1)

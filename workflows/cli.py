@@ -326,6 +326,49 @@ def check_baseline_host(value: str, environment: dict) -> None:
 
 def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     """Parse and validate everything that does not need the resolved spec."""
+    ns = _parse_argv(argv)
+    flags = {k: v for k, v in sorted(vars(ns).items()) if k not in ("list", "format", "history")}
+    if ns.format not in LIST_FORMATS:
+        raise UsageError(f"unknown --format {_shown(ns.format)}; valid: {', '.join(LIST_FORMATS)}")
+    if ns.list:
+        return RunOptions(workflow=None, list_catalog=True, list_format=ns.format, flags=flags)
+    if ns.history:
+        return history_options(ns, catalog, flags)
+    workflow = _chosen_workflow(ns)
+    device = DeviceType(_choice("--device", ns.device, DEVICES, any_case=True)) if ns.device is not None else None
+    engine = InferenceEngine(_choice("--engine", ns.engine, ENGINES)) if ns.engine is not None else None
+    model = ns.model
+    if catalog is not None and model is not None and ns.model_spec_json is None:
+        model = _choice("--model", model, catalog.model_names())
+    impl = _choice("--impl", ns.impl, catalog.impl_names()) if ns.impl is not None and catalog is not None \
+        else ns.impl
+    _check_flag_combinations(ns, workflow)
+    workflow_args = _checked_workflow_args(ns, workflow, flags)
+    service_port = _checked_server_flags(ns)
+    ignore_verdict = ns.ignore_verdict or workflow_args.get("ignore_verdict", "").lower() in ("1", "true", "yes")
+    if ns.compare_to is not None:
+        flags["compare_to"] = check_compare_to(ns.compare_to, workflow)
+    mode = ServerMode.LOCAL if ns.local_server else ServerMode.DOCKER if ns.docker_server else ServerMode.EXTERNAL
+    if ns.fresh_server and mode is not ServerMode.LOCAL:
+        raise UsageError("--fresh-server applies to --local-server only (a standby server is a local one)")
+    device_ids = parse_device_ids(ns.device_id)
+    return RunOptions(
+        workflow=workflow, model=model, device=device, impl=impl, engine=engine, server_mode=mode,
+        server_url=ns.server_url, service_port=service_port, bind_host=ns.bind_host,
+        interactive=ns.interactive, workflow_args=workflow_args, disable_trace_capture=ns.disable_trace_capture,
+        dev_mode=ns.dev_mode, override_docker_image=ns.override_docker_image,
+        device_ids=tuple(device_ids) if device_ids is not None else None,
+        override_tt_config=parse_json_object("--override-tt-config", ns.override_tt_config),
+        vllm_override_args=parse_json_object("--vllm-override-args", ns.vllm_override_args),
+        reset_venvs=ns.reset_venvs, model_spec_json=Path(ns.model_spec_json) if ns.model_spec_json else None,
+        print_docker_cmd=ns.print_docker_cmd, no_auth=ns.no_auth, auth_mode=ns.auth,
+        output_dir=Path(ns.output_dir) if ns.output_dir else None, ignore_verdict=ignore_verdict,
+        fresh_server=ns.fresh_server, flags=flags,
+    )
+
+
+def _parse_argv(argv: Sequence[str]) -> argparse.Namespace:
+    """argparse's namespace, once every argument is checked to be text a flag can hold."""
     try:
         check_argv(argv)
     except ValueError as exc:
@@ -334,13 +377,12 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     for name, value in vars(ns).items():
         if isinstance(value, list):  # argparse turns `--flag=--` into [] (the "--" is read as the separator)
             raise UsageError(f"--{name.replace('_', '-')} needs a value, not '--'")
-    flags = {k: v for k, v in sorted(vars(ns).items()) if k not in ("list", "format", "history")}
-    if ns.format not in LIST_FORMATS:
-        raise UsageError(f"unknown --format {_shown(ns.format)}; valid: {', '.join(LIST_FORMATS)}")
-    if ns.list:
-        return RunOptions(workflow=None, list_catalog=True, list_format=ns.format, flags=flags)
-    if ns.history:
-        return history_options(ns, catalog, flags)
+    return ns
+
+
+def _chosen_workflow(ns: argparse.Namespace) -> WorkflowType:
+    """--workflow, and the --model and --device it needs (a reports rebuild of --output-dir and a
+    --model-spec-json run need neither)."""
     if ns.workflow is None:
         raise UsageError("--workflow is required; one of: " + ", ".join(WORKFLOWS))
     workflow = WorkflowType(_choice("--workflow", ns.workflow, WORKFLOWS))
@@ -349,13 +391,11 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
         for flag in ("model", "device"):
             if getattr(ns, flag) is None:
                 raise UsageError(f"--{flag} is required (see --list)")
-    device = DeviceType(_choice("--device", ns.device, DEVICES, any_case=True)) if ns.device is not None else None
-    engine = InferenceEngine(_choice("--engine", ns.engine, ENGINES)) if ns.engine is not None else None
-    model = ns.model
-    if catalog is not None and model is not None and ns.model_spec_json is None:
-        model = _choice("--model", model, catalog.model_names())
-    impl = _choice("--impl", ns.impl, catalog.impl_names()) if ns.impl is not None and catalog is not None \
-        else ns.impl
+    return workflow
+
+
+def _check_flag_combinations(ns: argparse.Namespace, workflow: WorkflowType) -> None:
+    """Flags that contradict each other, or need another flag or workflow, each refused with the fix."""
     if ns.local_server and ns.docker_server:
         raise UsageError("--local-server and --docker-server cannot be used together; pick one")
     if ns.server_url and (ns.local_server or ns.docker_server):
@@ -379,6 +419,11 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     if workflow in NOT_YET_AVAILABLE:
         raise UsageError(f"--workflow {workflow.value} is not available yet: {NOT_YET_AVAILABLE[workflow]} "
                          f"(release runs the available workflows and reports this one as not run)")
+
+
+def _checked_workflow_args(ns: argparse.Namespace, workflow: WorkflowType, flags: dict) -> dict[str, str]:
+    """--workflow-args as a dict, validated for the workflow; where each key the workflow does not own goes is
+    added to ``flags`` (cli_args.json)."""
     try:
         workflow_args = parse_workflow_args(ns.workflow_args)
         validate_workflow_args(workflow, workflow_args)
@@ -390,6 +435,11 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     passthrough = passthrough_targets(workflow, workflow_args)
     if passthrough:  # cli_args.json (and the report's metadata) say where each key the workflow does not own went
         flags["workflow_args_passthrough"] = passthrough
+    return workflow_args
+
+
+def _checked_server_flags(ns: argparse.Namespace) -> int:
+    """--service-port (returned), and --server-url, --bind-host and --override-docker-image checked."""
     service_port = parse_port(ns.service_port)
     try:
         if ns.server_url is not None:
@@ -399,26 +449,7 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
             check_docker_image(ns.override_docker_image)
     except (ServerUrlError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    ignore_verdict = ns.ignore_verdict or workflow_args.get("ignore_verdict", "").lower() in ("1", "true", "yes")
-    if ns.compare_to is not None:
-        flags["compare_to"] = check_compare_to(ns.compare_to, workflow)
-    mode = ServerMode.LOCAL if ns.local_server else ServerMode.DOCKER if ns.docker_server else ServerMode.EXTERNAL
-    if ns.fresh_server and mode is not ServerMode.LOCAL:
-        raise UsageError("--fresh-server applies to --local-server only (a standby server is a local one)")
-    device_ids = parse_device_ids(ns.device_id)
-    return RunOptions(
-        workflow=workflow, model=model, device=device, impl=impl, engine=engine, server_mode=mode,
-        server_url=ns.server_url, service_port=service_port, bind_host=ns.bind_host,
-        interactive=ns.interactive, workflow_args=workflow_args, disable_trace_capture=ns.disable_trace_capture,
-        dev_mode=ns.dev_mode, override_docker_image=ns.override_docker_image,
-        device_ids=tuple(device_ids) if device_ids is not None else None,
-        override_tt_config=parse_json_object("--override-tt-config", ns.override_tt_config),
-        vllm_override_args=parse_json_object("--vllm-override-args", ns.vllm_override_args),
-        reset_venvs=ns.reset_venvs, model_spec_json=Path(ns.model_spec_json) if ns.model_spec_json else None,
-        print_docker_cmd=ns.print_docker_cmd, no_auth=ns.no_auth, auth_mode=ns.auth,
-        output_dir=Path(ns.output_dir) if ns.output_dir else None, ignore_verdict=ignore_verdict,
-        fresh_server=ns.fresh_server, flags=flags,
-    )
+    return service_port
 
 
 def resolve_spec(options: RunOptions, catalog: Catalog) -> ModelSpec:

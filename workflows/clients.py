@@ -27,7 +27,9 @@ from workflows.context import RunContext
 from workflows.processes import die_with_parent, stop_process_group
 from workflows.resume import mark_client, release_client
 
-# Which venv and entry script run each client workflow.
+# Which venv and entry script run each client workflow. Each runs as a module (``python -m
+# benchmarking.run_benchmarks``) with the repository root on PYTHONPATH: nothing patches the import path, and a
+# package's module names (reports/markdown.py) never shadow an installed package as they would run by path.
 CLIENT_SCRIPTS = {
     WorkflowType.BENCHMARKS: ("benchmarks", "benchmarking/run_benchmarks.py"),
     WorkflowType.EVALS: ("evals", "evals/run_evals.py"),
@@ -125,10 +127,15 @@ def args_for(workflow: WorkflowType, workflow_args: dict[str, str]) -> dict[str,
             if k in keys or (k not in owned_by_any and passthrough_problem(workflow, k, str(v)) is None)}
 
 
+def entry_module(script: str) -> str:
+    """``benchmarking/run_benchmarks.py`` -> ``benchmarking.run_benchmarks``, the module ``python -m`` runs."""
+    return script.removesuffix(".py").replace("/", ".")
+
+
 def child_command(ctx: RunContext, workflow: WorkflowType) -> list[str]:
     venv_name, script = client_scripts(ctx.spec)[workflow]
     options = ctx.options
-    cmd = [str(ctx.venv_pythons[venv_name]), str(REPO_ROOT / script), "--run-dir", str(ctx.run_dir.path),
+    cmd = [str(ctx.venv_pythons[venv_name]), "-m", entry_module(script), "--run-dir", str(ctx.run_dir.path),
            "--model-spec-json", str(ctx.run_dir.spec_path),
            "--server-url", ctx.server.base_url if ctx.server else "",
            "--workflow-args-json", json.dumps(args_for(workflow, options.workflow_args))]

@@ -16,7 +16,7 @@ from typing import Any
 from contracts import REPO_ROOT
 from workflows.cli import RunOptions
 
-SCRIPT = REPO_ROOT / "reports" / "run_history.py"
+MODULE = "reports.run_history"  # run as a module from the repository root
 
 
 def run_history(options: RunOptions, ui: Any) -> int:
@@ -29,7 +29,7 @@ def run_history(options: RunOptions, ui: Any) -> int:
         ui.error(f"could not prepare the reports venv: {exc}")
         return 1
     assert options.output_dir is not None
-    cmd = [str(venv.python), str(SCRIPT), "--output-dir", str(options.output_dir.resolve())]
+    cmd = [str(venv.python), "-m", MODULE, "--output-dir", str(options.output_dir.resolve())]
     if options.model:
         cmd += ["--model", options.model]
     if options.device is not None:

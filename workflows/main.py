@@ -12,7 +12,8 @@ import platform
 import signal
 import sys
 import time
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 from contracts import REPO_ROOT
 from contracts.model_spec import ModelSpec
@@ -130,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """run.py's whole life: no input, however bad, shows a Python traceback on the console.
 
     Input errors are one line and exit 2 (``UsageError``); after the run directory exists, a
-    failure is recorded in run.log (``_run``). An exception that escapes before that is a bug:
+    failure is recorded in run.log (``_execute_run``). An exception that escapes before that is a bug:
     one line names it and the file that holds its traceback, exit 1.
     """
     try:
@@ -150,93 +151,132 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+@dataclass
+class _PreparedRun:
+    """What the checks before the run starts hand on: every input valid, the run directory claimed."""
+
+    options: RunOptions
+    spec: ModelSpec
+    environment: dict
+    auth: Any  # workflows.auth.Auth
+    run_id: str
+    killed: Any  # workflows.resume's killed run to resume, or None
+    manifest: Manifest
+    run_dir: RunDirectory
+
+
 def _run(argv: list[str]) -> int:
     from workflows.ui import Ui
 
     ui = Ui()
     t_start = time.monotonic()
     try:
-        from workflows.catalog import load_catalog
-
-        catalog = load_catalog()
-        options = parse_args(argv, catalog)
-        if options.list_catalog:
-            print_catalog(catalog, options.list_format)
-            return 0
-        if options.rebuilds_reports:
-            return _rebuild_reports(options, ui)
-        if options.history:
-            from workflows.history_command import run_history
-
-            return run_history(options, ui)
-        spec = resolve_spec(options, catalog)
-        _validate_for_workflow(spec, options)
-        environment = host_environment(spec)
-        if options.flags.get("compare_to") not in (None, "last") and options.workflow_args.get(
-                "compare_hosts", "same") != "any":
-            check_baseline_host(options.flags["compare_to"], environment)
-        from workflows.auth import DotenvError, Redactor, load_dotenv, resolve_auth
-
-        try:
-            load_dotenv(DOTENV_PATH)  # read up front: every later reader (auth, redaction) gets the same file
-        except DotenvError as exc:
-            raise UsageError(str(exc)) from None
-        auth = resolve_auth(options.no_auth, os.environ, DOTENV_PATH,
-                            external=options.server_mode is ServerMode.EXTERNAL)
-        if options.auth_mode == "jwt-gateway":
-            from workflows.servers.jwt_gateway import gateway_auth
-
-            auth = gateway_auth(os.environ, load_dotenv(DOTENV_PATH))
-        _check_bearer(auth)
-        assert options.workflow is not None
-        run_id = make_run_id(spec.model_id, options.workflow.value)
-        # The same command after a hard kill picks up where that run stopped, in its own directory or the one
-        # --output-dir names.
-        from workflows.resume import RunInProgress, find_killed_run, killed_run_at
-
-        try:
-            killed = find_killed_run(default_runs_root(), spec.model_id, options.workflow.value, options.record()) \
-                if options.output_dir is None else \
-                killed_run_at(options.output_dir.absolute(), spec.model_id, options.workflow.value,
-                              options.record())
-        except RunInProgress as exc:
-            raise UsageError(str(exc)) from None
-        run_id = killed.run_id if killed else run_id
-        try:
-            path = claim_output_dir(killed.path if killed else options.output_dir or default_runs_root() / run_id,
-                                    spec.model_id, options.workflow.value)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        redactor = Redactor.from_env(os.environ, auth, DOTENV_PATH)
-        manifest = Manifest(run_id=run_id, model_id=spec.model_id, workflow=options.workflow.value)
-        try:
-            run_dir = RunDirectory(path, manifest, redactor.redact)
-        except OSError as exc:
-            raise UsageError(f"--output-dir {path} cannot hold the run's files: {exc.strerror or exc}") from None
+        prepared = _prepare_run(argv, ui)
     except UsageError as exc:
         print(f"run.py: error: {error_line(str(exc))}", file=sys.stderr)
         return 2
+    if isinstance(prepared, int):  # --list, a reports rebuild or --history: done, with this exit code
+        return prepared
+    return _execute_run(prepared, argv, ui, t_start)
 
+
+def _prepare_run(argv: list[str], ui) -> _PreparedRun | int:
+    """Everything that can fail on bad input, before the run directory exists (UsageError: exit 2).
+
+    The commands that need no run directory (--list, a reports rebuild, --history) run here and give their
+    exit code instead."""
+    from workflows.catalog import load_catalog
+
+    catalog = load_catalog()
+    options = parse_args(argv, catalog)
+    if options.list_catalog:
+        print_catalog(catalog, options.list_format)
+        return 0
+    if options.rebuilds_reports:
+        return _rebuild_reports(options, ui)
+    if options.history:
+        from workflows.history_command import run_history
+
+        return run_history(options, ui)
+    spec = resolve_spec(options, catalog)
+    _validate_for_workflow(spec, options)
+    environment = host_environment(spec)
+    if options.flags.get("compare_to") not in (None, "last") and options.workflow_args.get(
+            "compare_hosts", "same") != "any":
+        check_baseline_host(options.flags["compare_to"], environment)
+    auth = _resolve_auth(options)
+    return _claim_run_dir(options, spec, environment, auth)
+
+
+def _resolve_auth(options: RunOptions):
+    """The run's auth, from the environment and .env (read once, up front), checked to fit an HTTP header."""
+    from workflows.auth import DotenvError, load_dotenv, resolve_auth
+
+    try:
+        load_dotenv(DOTENV_PATH)  # read up front: every later reader (auth, redaction) gets the same file
+    except DotenvError as exc:
+        raise UsageError(str(exc)) from None
+    auth = resolve_auth(options.no_auth, os.environ, DOTENV_PATH,
+                        external=options.server_mode is ServerMode.EXTERNAL)
+    if options.auth_mode == "jwt-gateway":
+        from workflows.servers.jwt_gateway import gateway_auth
+
+        auth = gateway_auth(os.environ, load_dotenv(DOTENV_PATH))
+    _check_bearer(auth)
+    return auth
+
+
+def _claim_run_dir(options: RunOptions, spec: ModelSpec, environment: dict, auth) -> _PreparedRun:
+    """The run's id and directory: a killed run of the same command is resumed in its own directory."""
+    from workflows.auth import Redactor
+
+    assert options.workflow is not None
+    run_id = make_run_id(spec.model_id, options.workflow.value)
+    # The same command after a hard kill picks up where that run stopped, in its own directory or the one
+    # --output-dir names.
+    from workflows.resume import RunInProgress, find_killed_run, killed_run_at
+
+    try:
+        killed = find_killed_run(default_runs_root(), spec.model_id, options.workflow.value, options.record()) \
+            if options.output_dir is None else \
+            killed_run_at(options.output_dir.absolute(), spec.model_id, options.workflow.value,
+                          options.record())
+    except RunInProgress as exc:
+        raise UsageError(str(exc)) from None
+    run_id = killed.run_id if killed else run_id
+    try:
+        path = claim_output_dir(killed.path if killed else options.output_dir or default_runs_root() / run_id,
+                                spec.model_id, options.workflow.value)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    redactor = Redactor.from_env(os.environ, auth, DOTENV_PATH)
+    manifest = Manifest(run_id=run_id, model_id=spec.model_id, workflow=options.workflow.value)
+    try:
+        run_dir = RunDirectory(path, manifest, redactor.redact)
+    except OSError as exc:
+        raise UsageError(f"--output-dir {path} cannot hold the run's files: {exc.strerror or exc}") from None
+    return _PreparedRun(options=options, spec=spec, environment=environment, auth=auth, run_id=run_id,
+                        killed=killed, manifest=manifest, run_dir=run_dir)
+
+
+def _execute_run(run: _PreparedRun, argv: list[str], ui, t_start: float) -> int:
+    """The run itself, in its directory: a failure from here on is recorded in run.log, never a traceback."""
     from workflows import pipeline
     from workflows.resume import mark_owner, release_owner, stop_orphans
 
-    if killed is not None:
+    run_dir, spec = run.run_dir, run.spec
+    if run.killed is not None:
         for line in stop_orphans(run_dir.path):
             ui.plain(line)
             run_dir.log(line)
-        ui.plain(f"Resuming {run_id}: its run.py was killed; what it finished is kept and only what is missing runs")
+        ui.plain(f"Resuming {run.run_id}: its run.py was killed; what it finished is kept and only what is missing "
+                 "runs")
     mark_owner(run_dir.path)
-    record = run_dir.start_step("resolve_spec")
-    spec.write(run_dir.spec_path)
-    run_dir.write_json("cli_args.json", options.record())
-    manifest.environment = environment
-    run_dir.end_step(record, StepStatus.PASSED, spec.model_id, ["model_spec.json", "cli_args.json"])
-    run_dir.log(f"run {run_id}: {' '.join(argv)}")
-    run_dir.log(f"spec resolved in {time.monotonic() - t_start:.3f}s since start")
-    ui.plain(f"Run {run_id}")
+    _record_resolved_spec(run, argv, t_start)
+    ui.plain(f"Run {run.run_id}")
     ui.plain(f"  model {spec.model_name} on {spec.device_type.value} (impl {spec.impl.impl_name}, "
-             f"engine {spec.engine.value}, status {spec.status.name}); auth: {auth.source}")
-    ctx = pipeline.RunContext(spec=spec, options=options, run_dir=run_dir, ui=ui, auth=auth)
+             f"engine {spec.engine.value}, status {spec.status.name}); auth: {run.auth.source}")
+    ctx = pipeline.RunContext(spec=spec, options=run.options, run_dir=run_dir, ui=ui, auth=run.auth)
     try:
         code = pipeline.execute(ctx)
     except Exception as exc:  # a bug, not a user error: the traceback goes to run.log, one line to the console
@@ -250,6 +290,18 @@ def _run(argv: list[str]) -> int:
         run_dir.close()
         ui.run_directory(str(run_dir.path))
     return code
+
+
+def _record_resolved_spec(run: _PreparedRun, argv: list[str], t_start: float) -> None:
+    """The run's first step: the spec and the command line, written to the run directory."""
+    run_dir = run.run_dir
+    record = run_dir.start_step("resolve_spec")
+    run.spec.write(run_dir.spec_path)
+    run_dir.write_json("cli_args.json", run.options.record())
+    run.manifest.environment = run.environment
+    run_dir.end_step(record, StepStatus.PASSED, run.spec.model_id, ["model_spec.json", "cli_args.json"])
+    run_dir.log(f"run {run.run_id}: {' '.join(argv)}")
+    run_dir.log(f"spec resolved in {time.monotonic() - t_start:.3f}s since start")
 
 
 def _check_bearer(auth) -> None:

@@ -27,7 +27,9 @@ def checks(python: str) -> list[tuple[str, list[str]]]:
 
 
 def main() -> int:
-    sys.path.insert(0, REPO_ROOT)
+    import runpy  # scripts/_repo.py makes the repository importable (it is not next to this file)
+
+    runpy.run_path(os.path.join(REPO_ROOT, "scripts", "_repo.py"))
     from workflows.venvs import VenvError, ensure_venv
 
     try:

@@ -64,7 +64,7 @@ def _run(run_dir, url, wargs, *extra, env_extra=None):
         json.dump(SPEC, fh)
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TT_SERVED_MODEL_NAME="stub-model", **(env_extra or {}))
     env.pop("OPENAI_API_KEY", None)
-    return subprocess.run([sys.executable, os.path.join(REPO_ROOT, "benchmarking", "run_benchmarks.py"),
+    return subprocess.run([sys.executable, "-m", "benchmarking.run_benchmarks",
                            "--run-dir", run_dir,
                            "--model-spec-json", spec, "--server-url", url, "--workflow-args-json", json.dumps(wargs),
                            *extra], capture_output=True, text=True, env=env, timeout=120)

@@ -26,7 +26,7 @@ def test_tiny_point_on_real_server(real_cpu_server, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TT_SERVED_MODEL_NAME="SmolLM2-135M-Instruct",
                TT_TOKENIZER_DIR=MODEL_DIR)
     env["OPENAI_API_KEY"] = real_cpu_server.api_key
-    p = subprocess.run([sys.executable, os.path.join(REPO_ROOT, "benchmarking", "run_benchmarks.py"), "--run-dir",
+    p = subprocess.run([sys.executable, "-m", "benchmarking.run_benchmarks", "--run-dir",
                         str(tmp_path), "--model-spec-json", str(tmp_path / "spec.json"), "--server-url", server,
                         "--workflow-args-json", json.dumps({"points": "64x8x2x4"})],
                        capture_output=True, text=True, env=env, timeout=300)

@@ -28,7 +28,7 @@ def _bench(server, run_dir, wargs: dict) -> tuple[subprocess.CompletedProcess, d
         json.dump(spec, fh)
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TT_SERVED_MODEL_NAME=server.served_model_name,
                TT_TOKENIZER_DIR=str(server.model_dir), OPENAI_API_KEY=server.api_key)
-    p = subprocess.run([sys.executable, os.path.join(REPO_ROOT, "benchmarking", "run_benchmarks.py"),
+    p = subprocess.run([sys.executable, "-m", "benchmarking.run_benchmarks",
                         "--run-dir", str(run_dir), "--model-spec-json", os.path.join(run_dir, "spec.json"),
                         "--server-url", server.base_url, "--workflow-args-json", json.dumps(wargs),
                         "--disable-trace-capture"], capture_output=True, text=True, env=env, timeout=400)

@@ -68,7 +68,7 @@ def _bench(run_dir: str, url: str, wargs: dict) -> subprocess.Popen:
         json.dump(SPEC, fh)
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TT_SERVED_MODEL_NAME="m", TT_TOKENIZER_DIR="")
     env.pop("OPENAI_API_KEY", None)
-    return subprocess.Popen([sys.executable, os.path.join(REPO_ROOT, "benchmarking", "run_benchmarks.py"), "--run-dir",
+    return subprocess.Popen([sys.executable, "-m", "benchmarking.run_benchmarks", "--run-dir",
                              run_dir, "--model-spec-json", spec, "--server-url", url, "--workflow-args-json",
                              json.dumps(wargs), "--disable-trace-capture"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)

@@ -18,7 +18,7 @@ def _bench(run_dir, url, wargs: dict, tokenizer_dir: str) -> subprocess.Complete
                                                                   "perf_reference": []}).to_dict(), fh)
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TT_SERVED_MODEL_NAME="stub-model", TT_TOKENIZER_DIR=tokenizer_dir)
     env.pop("OPENAI_API_KEY", None)
-    return subprocess.run([sys.executable, os.path.join(REPO_ROOT, "benchmarking", "run_benchmarks.py"),
+    return subprocess.run([sys.executable, "-m", "benchmarking.run_benchmarks",
                            "--run-dir", str(run_dir), "--model-spec-json", spec, "--server-url", url,
                            "--workflow-args-json", json.dumps(wargs), "--disable-trace-capture"],
                           capture_output=True, text=True, env=env, timeout=120)

@@ -10,6 +10,16 @@ made no module cycle, yet tied the two packages into one.
 
 The layers (docs/architecture.md draws them): contracts, then records, then the client packages,
 then reports, then workflows. ``LAYERS`` lists what each package may import.
+
+The media server (``tt-media-server/``, imported as ``media_server`` with that folder on the path) is
+a second source root, checked the same way: no cycle among its units, and ``MEDIA_SERVER_LAYERS``
+orders them from the settings and error contracts at the bottom, through the kinds' code and the
+runners, to the worker pool, the HTTP routes and the app on top, so each layer can be read and tested
+with only the ones below it. From the repository it may import ``contracts/`` alone: it ships in its
+own image with its own venv. Two of its modules load others by name, which the graph does not see:
+the runner registry (``"module:Class"`` within ``runners/``, so torch and the TT stack are imported
+only where a runner is served) and the app (its optional routers in ``api/``, a layer below it);
+every import written in code counts, wherever it stands.
 """
 
 from __future__ import annotations
@@ -20,21 +30,29 @@ from pathlib import Path
 from contracts import REPO_ROOT
 
 SKIP_DIRS = {"tests", ".workflow_venvs", "node_modules", ".git", "workflow_logs"}
+#: Folders whose packages are imported by their top-level name: the repository (its root on the path)
+#: and the media server (run from its own folder, so its package is ``media_server``).
+SOURCE_ROOTS = (REPO_ROOT, REPO_ROOT / "tt-media-server")
 
 
 def _packages() -> list[Path]:
-    return sorted(p.parent for p in REPO_ROOT.glob("*/__init__.py") if p.parent.name not in SKIP_DIRS)
+    found = sorted(p.parent for root in SOURCE_ROOTS for p in root.glob("*/__init__.py")
+                   if p.parent.name not in SKIP_DIRS)
+    names = [package.name for package in found]
+    assert len(names) == len(set(names)), f"two source roots hold a package of one name: {names}"
+    return found
 
 
 def _modules() -> dict[str, Path]:
     found: dict[str, Path] = {}
     for package in _packages():
+        root = package.parent
         for path in package.rglob("*.py"):
-            rel = path.relative_to(REPO_ROOT).with_suffix("")
+            rel = path.relative_to(root).with_suffix("")
             if any(part in SKIP_DIRS or part.startswith(".") for part in rel.parts):
                 continue
             parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-            if all((REPO_ROOT.joinpath(*parts[:i]) / "__init__.py").exists() for i in range(1, len(parts))):
+            if all((root.joinpath(*parts[:i]) / "__init__.py").exists() for i in range(1, len(parts))):
                 found[".".join(parts)] = path
     return found
 
@@ -151,6 +169,10 @@ LAYERS = {
     "workflows": {"contracts", "records", "history"} | CLIENTS,
 }
 LAYERS["stress_tests"] |= {"benchmarking", "media_clients"}
+# The media server's own folder: it shares contracts/ (the one percentile, the intervals) and nothing
+# else; its JWT gateway stands alone.
+LAYERS["media_server"] = {"contracts"}
+LAYERS["gateway"] = set()
 
 
 def test_the_package_checker_finds_a_package_cycle_made_of_one_way_modules():
@@ -168,3 +190,55 @@ def test_each_package_imports_only_the_layers_below_it():
     assert set(LAYERS) >= set(packages), f"a new package needs a place in LAYERS: {set(packages) - set(LAYERS)}"
     upward = {pkg: sorted(deps - LAYERS[pkg]) for pkg, deps in packages.items() if deps - LAYERS[pkg]}
     assert upward == {}
+
+
+#: The media server's units (a sub-package is one unit), bottom layer first; a unit may import its own
+#: layer and those below it, never one above. Why this order: settings and the error and request-id
+#: contracts are what everything reads; the kinds' own code (audio, images, embeddings) knows nothing
+#: of runners; the runners adapt it to the runner protocol; the worker processes, the per-model pools
+#: and the scheduler run runners; the transcription fan-out works over the scheduler; the HTTP routes
+#: call the scheduler; the app composes the routes and checks every settings class at start-up.
+MEDIA_SERVER_LAYERS: list[set[str]] = [
+    # contracts (``media_server`` is the package's empty __init__)
+    {"media_server", "request_id", "errors", "metrics", "devices", "onnx_cache"},
+    {"config"},  # the server's settings
+    {"speech", "vision", "embeddings"},  # the kinds' own code and settings
+    {"runners"},  # the runner protocol, registry, catalog and the runners
+    {"worker_messages", "workers", "pool", "scheduler"},  # execution
+    {"transcription"},  # work fanned out over the scheduler
+    {"auth", "api"},  # HTTP
+    {"all_settings", "app"},  # the composition root
+]
+
+
+def _media_server_layer(unit: str) -> int:
+    name = unit.removeprefix("media_server.")
+    layers = [i for i, layer in enumerate(MEDIA_SERVER_LAYERS) if name in layer]
+    assert layers, f"a new media server unit needs a place in MEDIA_SERVER_LAYERS: {unit}"
+    return layers[0]
+
+
+def upward_media_server_imports(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Each media server unit that imports a unit of a higher layer, with those units."""
+    def in_server(unit: str) -> bool:
+        return unit == "media_server" or unit.startswith("media_server.")
+
+    upward = {src: sorted(dst for dst in dsts if in_server(dst) and _media_server_layer(dst) > _media_server_layer(src))
+              for src, dsts in graph.items() if in_server(src)}
+    return {src: dsts for src, dsts in upward.items() if dsts}
+
+
+def test_the_layer_checker_finds_an_upward_import():
+    graph = {"media_server.config": {"media_server.runners", "media_server.devices"},
+             "media_server.api": {"media_server.scheduler"}, "benchmarking": {"media_server.api"}}
+    assert upward_media_server_imports(graph) == {"media_server.config": ["media_server.runners"]}
+
+
+def test_the_graph_covers_the_media_server():
+    graph = import_graph()
+    assert "media_server.runners" in graph["media_server.pool"]
+    assert "media_server.scheduler" in graph["media_server.api"]
+
+
+def test_each_media_server_unit_imports_only_its_layer_and_those_below():
+    assert upward_media_server_imports(import_graph()) == {}

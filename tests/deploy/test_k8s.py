@@ -143,7 +143,7 @@ def test_chart_with_default_values_gives_the_plain_manifests(catalog, options):
 def test_entry_writes_valid_manifests_chart_and_readme(catalog, tmp_path):
     spec = _spec(catalog, "Llama-3.1-8B-Instruct", "t3k")
     spec_path = spec.write(tmp_path / "model_spec.json")
-    code = subprocess.call([sys.executable, str(REPO_ROOT / "deploy" / "run_deploy.py"), "--run-dir", str(tmp_path),
+    code = subprocess.call([sys.executable, "-m", "deploy.run_deploy", "--run-dir", str(tmp_path),
                             "--model-spec-json", str(spec_path), "--workflow-args-json",
                             json.dumps({"target": "k8s", "hpa": "true"})], cwd=REPO_ROOT)
     assert code == 0

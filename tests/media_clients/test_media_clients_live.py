@@ -73,7 +73,8 @@ def _spec(tmp_path: Path) -> Path:
 def _client(script: str, base: str, tmp_path: Path, args: dict | None = None,
             package: str = "media_clients") -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": KEY, "TT_SERVED_MODEL_NAME": "tiny-cnn"}
-    return subprocess.run([str(CLIENT_PYTHON), str(REPO / package / script), "--run-dir", str(tmp_path),
+    module = f"{package}.{script.removesuffix('.py')}"
+    return subprocess.run([str(CLIENT_PYTHON), "-m", module, "--run-dir", str(tmp_path),
                            "--model-spec-json", str(_spec(tmp_path)), "--server-url", base,
                            "--workflow-args-json", json.dumps(args or {"mode": "smoke"})],
                           capture_output=True, text=True, timeout=300, env=env)
@@ -139,7 +140,7 @@ def test_a_wrong_key_fails_every_request_and_is_counted(mock_cnn_server, tmp_pat
     os.environ["OPENAI_API_KEY"] = "wrong"
     try:
         env = {**os.environ, "PYTHONPATH": str(REPO), "TT_SERVED_MODEL_NAME": "tiny-cnn"}
-        done = subprocess.run([str(CLIENT_PYTHON), str(REPO / "media_clients" / "run_media_benchmarks.py"),
+        done = subprocess.run([str(CLIENT_PYTHON), "-m", "media_clients.run_media_benchmarks",
                                "--run-dir", str(tmp_path), "--model-spec-json", str(_spec(tmp_path)),
                                "--server-url", base, "--workflow-args-json", '{"mode": "smoke"}'],
                               capture_output=True, text=True, timeout=120, env=env)
@@ -159,7 +160,7 @@ def test_a_wrong_key_fails_every_request_and_is_counted(mock_cnn_server, tmp_pat
 
 def test_bad_input_exits_2(tmp_path, mock_cnn_server):
     spec = write_model_spec(tmp_path / "model_spec.json", model_type="LLM")  # a text model: no media variant
-    done = subprocess.run([str(CLIENT_PYTHON), str(REPO / "media_clients" / "run_media_tests.py"), "--run-dir",
+    done = subprocess.run([str(CLIENT_PYTHON), "-m", "media_clients.run_media_tests", "--run-dir",
                            str(tmp_path), "--model-spec-json", str(spec), "--server-url", "http://127.0.0.1:9"],
                           capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 2 and "no media client variant" in done.stderr

@@ -157,7 +157,38 @@ def test_waivers_without_reason_are_ignored_with_a_note():
         "junk",
     ])
     assert [(w.workflow, w.task) for w in waivers] == [("evals", "arc"), ("benchmarks", "*")]
-    assert len(notes) == 2 and "no reason" in notes[0]
+    ignored = [n for n in notes if n.startswith("ignored")]
+    assert len(ignored) == 2 and "no reason" in ignored[0]
+    # The two that waive name no owner and no end: they still waive, each with a note saying so.
+    assert sum("names no accepted_by and no expires" in n for n in notes) == 2
+
+
+WAIVED_B = {"workflow": "evals", "task": "b", "reason": "small set", "accepted_by": "eval owners"}
+
+
+@pytest.mark.parametrize("expires, judged_on, waives", [
+    ("2026-12-31", "2026-12-31T23:00:00Z", True),   # the last day it waives
+    ("2026-12-31", "2027-01-01T00:00:01Z", False),  # the day after: expired
+    ("99.0.0", None, True),                         # a release not reached yet
+    ("0.1.0", None, False),                         # reached (VERSION is at least 0.1.0)
+    ("soon", None, False),                          # unreadable: waives nothing rather than for ever
+])
+def test_a_waiver_stops_waiving_when_it_expires_and_the_verdict_says_so(expires, judged_on, waives):
+    v = _decide(evals=[_scored("b", "fail", value=0.3, ci95=(0.2, 0.4))],
+                known_issues=[{**WAIVED_B, "expires": expires}], judged_on=judged_on)
+    assert v.result == ("PASS" if waives else "FAIL")
+    if not waives:
+        note = next(n for n in v.notes if "evals/b no longer waives" in n)
+        assert expires in note and "small set" in note
+        assert ("accepted by eval owners" in note) is (expires != "soon") or "neither a date" in note
+
+
+def test_a_rebuilt_report_judges_a_waiver_on_the_runs_date_not_today():
+    waiver = [{**WAIVED_B, "expires": "2026-01-31"}]
+    failing = [_scored("b", "fail", value=0.3, ci95=(0.2, 0.4))]
+    assert _decide(evals=failing, known_issues=waiver, judged_on="2026-01-15T10:00:00+00:00").result == "PASS"
+    assert _decide(evals=failing, known_issues=waiver, judged_on=None).result == "FAIL"  # judged today
+    assert _decide(evals=failing, known_issues=waiver, judged_on="unknown").result == "FAIL"
 
 
 def _decide(**kw):

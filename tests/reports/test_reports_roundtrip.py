@@ -105,7 +105,7 @@ def test_entry_script_runs_as_a_child_process(make_run):
     run = make_run()
     run.set_status("TOP_PERF")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, str(REPO / "reports/run_reports.py"),
+    proc = subprocess.run([sys.executable, "-m", "reports.run_reports",
                            "--run-dir", str(run.path), "--model-spec-json",
                            str(run.path / "model_spec.json")],
                           capture_output=True, text=True, env=env, timeout=120)

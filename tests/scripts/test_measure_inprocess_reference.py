@@ -6,7 +6,6 @@ tests cover what decides its correctness without running a model.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,15 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import load_script
+
 from evals.eval_config import EVAL_CONFIGS
 from evals.eval_spec import MODES
+from evals.offline_config import SMOKE_LIMIT
 from evals.lm_eval_command import TokenizerChoice, build_command, build_inprocess_command, task_args
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "measure_inprocess_reference.py"
-_spec = importlib.util.spec_from_file_location("measure_inprocess_reference", SCRIPT)
-measure = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(measure)
+measure = load_script(SCRIPT)
 
 TASKS = [t for t in EVAL_CONFIGS["SmolLM2-135M-Instruct"].tasks if t.offline]
 
@@ -55,7 +55,7 @@ def test_the_script_runs_every_item_once_and_derives_each_modes_subset(tmp_path)
     """One run over all items (the ci/full set); smoke = the first `limit` items, what --limit selects."""
     for task in TASKS:
         assert task.limit_for("ci") is None and task.limit_for("full") is None
-        assert measure.mode_limits(task) == {"smoke": 25, "ci": None, "full": None}
+        assert measure.mode_limits(task) == {"smoke": SMOKE_LIMIT, "ci": None, "full": None}
     samples = tmp_path / "samples.jsonl"
     rows = [{"doc_id": i, "filter": "strip", "exact_match": float(i % 3 == 0)} for i in (4, 0, 3, 1, 2, 5)]
     rows.append({"doc_id": 0, "filter": "none", "exact_match": 0.0})  # another filter's row is not this metric's

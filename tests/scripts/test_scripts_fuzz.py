@@ -1,5 +1,5 @@
-"""Every script in scripts/ (and scripts/ci/), given hostile arguments, ends in one clear line and a documented exit
-code, never a traceback.
+"""Every script in scripts/ (and scripts/ci/; not the _repo.py bootstrap they import), given hostile arguments,
+ends in one clear line and a documented exit code, never a traceback.
 
 The cases are bad input every command must refuse before it does any work: a flag it does not have, an argument
 that is not UTF-8, a 3,000-character flag. (argparse echoes an unknown argument back to who typed it; run.py's own
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = sorted([*REPO.glob("scripts/*.py"), *REPO.glob("scripts/ci/*.py")])
+SCRIPTS = sorted(p for p in [*REPO.glob("scripts/*.py"), *REPO.glob("scripts/ci/*.py")] if not p.name.startswith("_"))
 #: Exit codes each script documents for bad input (default: argparse's 2). run_tests.py hands its arguments to
 #: pytest, whose usage error is 4.
 BAD_INPUT_CODES = {"run_tests.py": {4}}

@@ -58,7 +58,7 @@ def run_suite(tmp_path: Path, base_url: str, workflow_args: dict | None = None, 
     env.update(PYTHONPATH=str(REPO), TT_SERVED_MODEL_NAME=model)
     if api_key:
         env["OPENAI_API_KEY"] = api_key
-    return subprocess.run([sys.executable, str(REPO / "server_tests" / "run_tests.py"), "--run-dir", str(tmp_path),
+    return subprocess.run([sys.executable, "-m", "server_tests.run_tests", "--run-dir", str(tmp_path),
                            "--model-spec-json", str(tmp_path / "spec.json"), "--server-url", base_url,
                            "--workflow-args-json", json.dumps(workflow_args or {})],
                           capture_output=True, text=True, env=env, timeout=timeout)
@@ -177,7 +177,7 @@ def test_sigterm_keeps_the_cases_that_ran(tmp_path):
     write_model_spec(tmp_path / "spec.json", model_id="fake", served_model_name=MODEL)
     env = dict(os.environ, PYTHONPATH=str(REPO), TT_SERVED_MODEL_NAME=MODEL, OPENAI_API_KEY=KEY)
     with FakeOpenAI(MODEL, KEY, delay_s=0.3) as fake:
-        proc = subprocess.Popen([sys.executable, str(REPO / "server_tests" / "run_tests.py"), "--run-dir",
+        proc = subprocess.Popen([sys.executable, "-m", "server_tests.run_tests", "--run-dir",
                                  str(tmp_path), "--model-spec-json", str(tmp_path / "spec.json"),
                                  "--server-url", fake.base_url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env=env, start_new_session=True)

@@ -41,7 +41,7 @@ def run_media_stress(run_dir: Path, url: str, args: dict, pid: int | None = None
         (run_dir / "server.pid.json").write_text(json.dumps({"kind": "local", "pid": pid, "pgid": pid}))
     env = {k: v for k, v in os.environ.items() if k != "TT_SERVER_CONTAINER"}
     env.update(PYTHONPATH=str(REPO), OPENAI_API_KEY=TEST_API_KEY, TT_SERVED_MODEL_NAME=MODEL)
-    return subprocess.run([str(CLIENT_PYTHON), str(REPO / "stress_tests" / "run_media_stress.py"), "--run-dir",
+    return subprocess.run([str(CLIENT_PYTHON), "-m", "stress_tests.run_media_stress", "--run-dir",
                            str(run_dir), "--model-spec-json", str(run_dir / "model_spec.json"), "--server-url", url,
                            "--workflow-args-json", json.dumps(args)], capture_output=True, text=True, env=env,
                           timeout=300)

@@ -48,7 +48,7 @@ def run_stress(run_dir: Path, url: str, args: dict, *, spec: dict | None = None,
     env.update(PYTHONPATH=str(REPO), TT_SERVED_MODEL_NAME=model, TT_TOKENIZER_DIR=tokenizer_dir)
     if api_key:
         env["OPENAI_API_KEY"] = api_key
-    return subprocess.run([sys.executable, str(REPO / "stress_tests" / "run_stress_tests.py"), "--run-dir",
+    return subprocess.run([sys.executable, "-m", "stress_tests.run_stress_tests", "--run-dir",
                            str(run_dir), "--model-spec-json", str(run_dir / "spec.json"), "--server-url", url,
                            "--workflow-args-json", json.dumps(args)],
                           capture_output=True, text=True, env=env, timeout=timeout)
@@ -257,7 +257,7 @@ def test_sigterm_keeps_the_curve_measured_so_far(stub, tmp_path):
                device_model_spec={"max_context": 2048, "max_concurrency": 4, "perf_reference": []}
                ).write(tmp_path / "spec.json")
     env = dict(os.environ, PYTHONPATH=str(REPO), TT_SERVED_MODEL_NAME="stub-model", TT_TOKENIZER_DIR="")
-    proc = subprocess.Popen([sys.executable, str(REPO / "stress_tests" / "run_stress_tests.py"), "--run-dir",
+    proc = subprocess.Popen([sys.executable, "-m", "stress_tests.run_stress_tests", "--run-dir",
                              str(tmp_path), "--model-spec-json", str(tmp_path / "spec.json"), "--server-url", url,
                              "--workflow-args-json", json.dumps({
                                  "mode": "smoke", "run_mode": "capacity", "slo": "ttft_p99:60000",

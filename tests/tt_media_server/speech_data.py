@@ -19,6 +19,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def _script_module(name: str):
     """scripts/<name>.py loaded once as module `name` (the scripts are not a package)."""
     if name not in sys.modules:
+        if str(REPO_ROOT / "scripts") not in sys.path:  # as running it by path would: its `import _repo` resolves
+            sys.path.append(str(REPO_ROOT / "scripts"))
         spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
@@ -30,7 +32,8 @@ def speech_data_module():
     return _script_module("make_speech_data")
 
 
-def speech_set():
+def require_speech_tools():
+    """Skip (fail under REQUIRE_SPEECH_TOOLS=1, as .ci/run sets) when espeak-ng, sox or ffmpeg is missing."""
     module = speech_data_module()
     missing = module.missing_tools()
     if missing:
@@ -38,7 +41,11 @@ def speech_set():
         if os.environ.get("REQUIRE_SPEECH_TOOLS") == "1":
             pytest.fail(message)
         pytest.skip(message)
-    return module.ensure_speech_data()
+    return module
+
+
+def speech_set():
+    return require_speech_tools().ensure_speech_data()
 
 
 def diarization_data_module():

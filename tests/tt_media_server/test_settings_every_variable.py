@@ -1,7 +1,7 @@
 """Every media-server setting with a wrong type or range stops start-up with one line naming it.
 
 The variables are read from the ``model_fields`` of ``Settings`` and of every component settings
-class (speech, embeddings, text: ``config.component_settings_classes()``), not from a copied list:
+class (speech, embeddings, text: ``all_settings.component_settings_classes()``), not from a copied list:
 a setting added later is covered the day it is added, or this test fails until it is given bad values or listed as free
 text with the reason. Bad values are derived from each field's type and bounds (a word for a number,
 one past each bound, NaN and infinity, an unknown choice). Each case goes through ``create_app()``,
@@ -64,7 +64,8 @@ DOCUMENTED_NEW = {
 SCRIPT = r"""
 import json, math, os, sys, typing
 from media_server.app import create_app
-from media_server.config import Settings, component_settings_classes
+from media_server.all_settings import component_settings_classes
+from media_server.config import Settings
 
 checked_text, free_text = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 

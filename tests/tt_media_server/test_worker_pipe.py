@@ -15,7 +15,7 @@ from tests.tt_media_server.conftest import run_media_script
 SCRIPT = r"""
 import asyncio, json, os, uvloop
 from media_server.config import DeviceGroup, load_settings
-from media_server.pool.messages import BatchResults, RunBatch
+from media_server.worker_messages import BatchResults, RunBatch
 from media_server.workers import WorkerHandle
 
 

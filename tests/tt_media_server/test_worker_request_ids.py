@@ -19,9 +19,9 @@ from media_server import workers
 from media_server.config import load_settings
 from media_server.pool.admission import Admission
 from media_server.pool.dispatch import Dispatcher
-from media_server.pool.messages import AddRequest, CancelRequest, RunBatch, Stop
 from media_server.request_id import bound_request_ids
 from media_server.runners.base import StreamEvent
+from media_server.worker_messages import AddRequest, CancelRequest, RunBatch, Stop
 
 workers.configure_logging(3, "DEBUG")
 log = logging.getLogger("media_server.runners.fake")

@@ -43,7 +43,7 @@ import numpy as np
 
 SERVER_DIR = Path(__file__).resolve().parents[1]
 REPO_ROOT = SERVER_DIR.parent
-sys.path[:0] = [str(SERVER_DIR), str(REPO_ROOT), str(Path(__file__).resolve().parent)]
+import _paths  # noqa: E402,F401  (media_server and the repository importable: benchmarks/_paths.py)
 
 from contracts.cpu_cost import CostProbe  # noqa: E402
 from contracts.intervals import wilson  # noqa: E402
@@ -153,17 +153,7 @@ def direct(model, jpegs: list[bytes], batch: int) -> list[list[int]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="auto", help="CNN_BACKEND of the served model")
-    parser.add_argument("--images", type=int, default=256, help="distinct images per round")
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--direct-batch", type=int, default=32)
-    parser.add_argument("--photos", help="a folder holding the photos (default: scikit-image's data folder)")
-    parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE",
-                        help="more settings for the server (e.g. MAX_BATCH_SIZE=32 CPU_THREADS_PER_WORKER=2)")
-    parser.add_argument("--json", help="also write the figures to this file")
-    args = parser.parse_args()
+    args = _parse_args()
     if args.images < 1 or args.concurrency < 1 or args.rounds < 1:
         print("benchmark: --images, --concurrency and --rounds must be >= 1", file=sys.stderr)
         return 2
@@ -189,44 +179,83 @@ def main() -> int:
             probe = CostProbe(pid=server.process.pid).start()
             wall, served, failures = asyncio.run(drive(server.port, jpegs, args.concurrency, 300))
             cost = probe.stop()
-            walls, cpu = {}, {}
-            for threads in (default_threads, 1):
-                torch.set_num_threads(threads)
-                cpu_started, started = time.process_time(), time.perf_counter()
-                reference = direct(model, jpegs, args.direct_batch)
-                walls[threads], cpu[threads] = time.perf_counter() - started, time.process_time() - cpu_started
-            torch.set_num_threads(default_threads)
-            threads = min(walls, key=walls.get)
-            compared = sorted(served)
-            agree = sum(served[i][0] == reference[i][0] for i in compared)
-            overlap = [len(set(served[i]) & set(reference[i])) / 5 for i in compared]
-            interval = wilson(agree, len(compared))
-            per_1k = cost.per(len(served), 1000)
-            row = {"round": round_index + 1, "images": len(jpegs), "failed": failures,
-                   "server_images_per_s": round(len(served) / wall, 2),
-                   "direct_images_per_s": round(len(jpegs) / walls[threads], 2), "direct_torch_threads": threads,
-                   "direct_images_per_s_by_threads": {str(t): round(len(jpegs) / w, 2) for t, w in walls.items()},
-                   "top1_agreement": round(agree / len(compared), 4) if compared else None, "n": len(compared),
-                   "top1_agreement_95ci": interval.as_list(4), "top5_overlap_mean": round(float(np.mean(overlap)), 4)
-                   if overlap else None,
-                   "server_core_seconds_per_1k_images": round(per_1k, 2) if per_1k is not None else None,
-                   "server_core_seconds_note": cost.cpu_note,
-                   "direct_core_seconds_per_1k_images": round(cpu[threads] * 1000 / len(jpegs), 2),
-                   "energy_joules_per_1k_images": cost.energy_per(len(served), 1000), "energy_note": cost.energy_note}
-            row["ratio"] = round(row["server_images_per_s"] / row["direct_images_per_s"], 3)
-            rows.append(row)
-            energy = row["energy_joules_per_1k_images"]
-            energy_text = (f"{energy if energy is not None else 'n/a'}"
-                           f"{' (' + cost.energy_note + ')' if cost.energy_note else ''}")
-            print(f"round {row['round']}: server {row['server_images_per_s']} images/s (c{args.concurrency}, one "
-                  f"image per request, {failures} failed), direct torch batch {args.direct_batch} "
-                  f"{row['direct_images_per_s']} images/s (by torch threads: {row['direct_images_per_s_by_threads']}), "
-                  f"ratio {row['ratio']:.2f}x; top-1 agreement with torch {row['top1_agreement']} "
-                  f"(n={row['n']}, 95% CI {row['top1_agreement_95ci']}), top-5 overlap {row['top5_overlap_mean']}; "
-                  f"server {row['server_core_seconds_per_1k_images']} core-s per 1k images (direct "
-                  f"{row['direct_core_seconds_per_1k_images']}); energy per 1k images {energy_text}", flush=True)
+            walls, cpu, reference = direct_by_threads(model, jpegs, args.direct_batch, default_threads)
+            rows.append(round_row(round_index, jpegs, wall, served, failures, cost, walls, cpu, reference))
+            print_round(args, rows[-1], failures, cost)
     finally:
         server.stop()
+    return summarize(args, rows, server.log_path)
+
+
+def _parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="auto", help="CNN_BACKEND of the served model")
+    parser.add_argument("--images", type=int, default=256, help="distinct images per round")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--direct-batch", type=int, default=32)
+    parser.add_argument("--photos", help="a folder holding the photos (default: scikit-image's data folder)")
+    parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="more settings for the server (e.g. MAX_BATCH_SIZE=32 CPU_THREADS_PER_WORKER=2)")
+    parser.add_argument("--json", help="also write the figures to this file")
+    return parser.parse_args()
+
+
+def direct_by_threads(model, jpegs: list[bytes], batch: int,
+                      default_threads: int) -> tuple[dict[int, float], dict[int, float], list[list[int]]]:
+    """The direct side with torch's default threads and with one: (wall seconds, CPU seconds) by thread count,
+    and the top-5 classes (of the last run)."""
+    import torch
+
+    walls, cpu = {}, {}
+    for threads in (default_threads, 1):
+        torch.set_num_threads(threads)
+        cpu_started, started = time.process_time(), time.perf_counter()
+        reference = direct(model, jpegs, batch)
+        walls[threads], cpu[threads] = time.perf_counter() - started, time.process_time() - cpu_started
+    torch.set_num_threads(default_threads)
+    return walls, cpu, reference
+
+
+def round_row(round_index: int, jpegs: list[bytes], wall: float, served: dict, failures: int, cost,
+              walls: dict[int, float], cpu: dict[int, float], reference: list[list[int]]) -> dict:
+    """One round's figures, as printed and written to --json: the faster direct side is the one compared."""
+    threads = min(walls, key=walls.get)
+    compared = sorted(served)
+    agree = sum(served[i][0] == reference[i][0] for i in compared)
+    overlap = [len(set(served[i]) & set(reference[i])) / 5 for i in compared]
+    interval = wilson(agree, len(compared))
+    per_1k = cost.per(len(served), 1000)
+    row = {"round": round_index + 1, "images": len(jpegs), "failed": failures,
+           "server_images_per_s": round(len(served) / wall, 2),
+           "direct_images_per_s": round(len(jpegs) / walls[threads], 2), "direct_torch_threads": threads,
+           "direct_images_per_s_by_threads": {str(t): round(len(jpegs) / w, 2) for t, w in walls.items()},
+           "top1_agreement": round(agree / len(compared), 4) if compared else None, "n": len(compared),
+           "top1_agreement_95ci": interval.as_list(4), "top5_overlap_mean": round(float(np.mean(overlap)), 4)
+           if overlap else None,
+           "server_core_seconds_per_1k_images": round(per_1k, 2) if per_1k is not None else None,
+           "server_core_seconds_note": cost.cpu_note,
+           "direct_core_seconds_per_1k_images": round(cpu[threads] * 1000 / len(jpegs), 2),
+           "energy_joules_per_1k_images": cost.energy_per(len(served), 1000), "energy_note": cost.energy_note}
+    row["ratio"] = round(row["server_images_per_s"] / row["direct_images_per_s"], 3)
+    return row
+
+
+def print_round(args: argparse.Namespace, row: dict, failures: int, cost) -> None:
+    energy = row["energy_joules_per_1k_images"]
+    energy_text = (f"{energy if energy is not None else 'n/a'}"
+                   f"{' (' + cost.energy_note + ')' if cost.energy_note else ''}")
+    print(f"round {row['round']}: server {row['server_images_per_s']} images/s (c{args.concurrency}, one "
+          f"image per request, {failures} failed), direct torch batch {args.direct_batch} "
+          f"{row['direct_images_per_s']} images/s (by torch threads: {row['direct_images_per_s_by_threads']}), "
+          f"ratio {row['ratio']:.2f}x; top-1 agreement with torch {row['top1_agreement']} "
+          f"(n={row['n']}, 95% CI {row['top1_agreement_95ci']}), top-5 overlap {row['top5_overlap_mean']}; "
+          f"server {row['server_core_seconds_per_1k_images']} core-s per 1k images (direct "
+          f"{row['direct_core_seconds_per_1k_images']}); energy per 1k images {energy_text}", flush=True)
+
+
+def summarize(args: argparse.Namespace, rows: list[dict], log_path: Path) -> int:
+    """The closing line (median ratio, pooled top-1 agreement); exit 1 when any request failed."""
     ratios = [row["ratio"] for row in rows]
     agreed = sum(round(row["top1_agreement"] * row["n"]) for row in rows if row["n"])
     total = sum(row["n"] for row in rows)
@@ -238,12 +267,11 @@ def main() -> int:
     print(f"CNN_BACKEND={args.backend}: served/direct ratio median {summary['ratio_median']:.2f}x "
           f"(min {summary['ratio_min']:.2f}, max {summary['ratio_max']:.2f}, {len(rows)} rounds); top-1 agreement "
           f"with torch {summary['top1_agreement']} (n={total}, 95% CI {summary['top1_agreement_95ci']}); "
-          f"{summary['failed']} failed requests; server log {server.log_path}")
+          f"{summary['failed']} failed requests; server log {log_path}")
     if args.json:
         Path(args.json).write_text(json.dumps({"schema": "tt-media-cnn-served-vs-direct/1", "summary": summary,
                                                "rounds": rows}, indent=2))
     return 0 if summary["failed"] == 0 else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -29,9 +29,7 @@ from pathlib import Path
 import numpy as np
 
 SERVER_DIR = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(SERVER_DIR))
-sys.path.insert(0, str(SERVER_DIR.parent))  # the repo root: contracts/
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _paths  # noqa: E402,F401  (media_server and the repository importable: benchmarks/_paths.py)
 
 from contracts.intervals import bootstrap_ratio  # noqa: E402
 from embeddings_throughput import sentences  # noqa: E402

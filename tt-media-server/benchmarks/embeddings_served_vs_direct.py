@@ -44,9 +44,7 @@ from pathlib import Path
 import numpy as np
 
 SERVER_DIR = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(SERVER_DIR))
-sys.path.insert(0, str(SERVER_DIR.parent))  # the repo root: contracts/
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _paths  # noqa: E402,F401  (media_server and the repository importable: benchmarks/_paths.py)
 
 from contracts.cpu_cost import CostProbe, process_cpu_seconds  # noqa: E402
 from contracts.intervals import bootstrap_ratio, decide  # noqa: E402
@@ -153,16 +151,7 @@ async def batch_counters(port: int) -> tuple[float, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="auto", help="EMBEDDING_BACKEND of the served model")
-    parser.add_argument("--texts", type=int, default=1024, help="distinct texts per round")
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--direct-batch", type=int, default=32)
-    parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE",
-                        help="more settings for the server (e.g. EMBEDDING_THREADS=2)")
-    parser.add_argument("--json", help="also write the figures to this file")
-    args = parser.parse_args()
+    args = _parse_args()
     if args.texts < 1 or args.concurrency < 1 or args.rounds < 1:
         print("benchmark: --texts, --concurrency and --rounds must be >= 1", file=sys.stderr)
         return 2
@@ -186,63 +175,125 @@ def main() -> int:
         direct_model.encode(sentences(64, 20_000_000), batch_size=args.direct_batch)
         for round_index in range(args.rounds):
             texts = sentences(args.texts, round_index * 1_000_000)
-            probe = CostProbe(pid=server.process.pid).start()
-            main_before = process_cpu_seconds(server.process.pid)
-            batches_before = asyncio.run(batch_counters(server.port))
-            client_started = time.process_time()
-            wall, served, failures = asyncio.run(drive(server.port, texts, args.concurrency, 300))
-            client_seconds = time.process_time() - client_started
-            main_seconds = process_cpu_seconds(server.process.pid) - main_before
-            cost = probe.stop()
-            batches, batch_texts = (after - before for after, before in
-                                    zip(asyncio.run(batch_counters(server.port)), batches_before))
-            direct_walls = {}
-            direct_cpu = {}
-            for threads in (default_threads, 1):
-                torch.set_num_threads(threads)
-                cpu_started = time.process_time()
-                started = time.perf_counter()
-                direct = direct_model.encode(texts, batch_size=args.direct_batch, convert_to_numpy=True)
-                direct_walls[threads] = time.perf_counter() - started
-                direct_cpu[threads] = time.process_time() - cpu_started
-            torch.set_num_threads(default_threads)
-            direct_threads = min(direct_walls, key=direct_walls.get)
-            direct_wall = direct_walls[direct_threads]
-            cosines = np.array([float(np.dot(served[t], direct[i]) / np.linalg.norm(served[t])
-                                      / np.linalg.norm(direct[i])) for i, t in enumerate(texts) if t in served])
-            row = {"round": round_index + 1, "texts": len(texts), "failed": failures,
-                   "server_texts_per_s": round(len(served) / wall, 1),
-                   "direct_texts_per_s": round(len(texts) / direct_wall, 1),
-                   "direct_torch_threads": direct_threads,
-                   "texts_per_micro_batch": round(batch_texts / batches, 1) if batches else None,
-                   "direct_texts_per_s_by_threads": {str(t): round(len(texts) / w, 1) for t, w in direct_walls.items()},
-                   "cosine_min": round(float(cosines.min()), 5) if len(cosines) else None,
-                   "cosine_mean": round(float(cosines.mean()), 5) if len(cosines) else None,
-                   "server_core_seconds_per_1k_texts": (round(cost.per(len(served), 1000), 3)
-                                                        if cost.per(len(served)) is not None else None),
-                   "server_core_seconds_note": cost.cpu_note,
-                   "api_process_core_seconds_per_1k_texts": round(main_seconds * 1000 / max(1, len(served)), 3),
-                   "client_core_seconds_per_1k_texts": round(client_seconds * 1000 / len(texts), 3),
-                   "direct_core_seconds_per_1k_texts": round(direct_cpu[direct_threads] * 1000 / len(texts), 3),
-                   "energy_joules_per_1k_texts": cost.energy_per(len(served), 1000),
-                   "energy_note": cost.energy_note}
-            row["ratio"] = round(row["server_texts_per_s"] / row["direct_texts_per_s"], 3)
-            row["server_seconds"], row["direct_seconds"] = round(wall, 4), round(direct_wall, 4)
-            rows.append(row)
-            print(f"round {row['round']}: server {row['server_texts_per_s']} texts/s "
-                  f"(c{args.concurrency}, one text per request, {failures} failed), direct "
-                  f"sentence-transformers batch {args.direct_batch} {row['direct_texts_per_s']} texts/s "
-                  f"(torch threads: texts/s {row['direct_texts_per_s_by_threads']}), "
-                  f"ratio {row['ratio']:.2f}x; {row['texts_per_micro_batch']} texts per micro-batch; "
-                  f"cosine to fp32 min {row['cosine_min']} mean {row['cosine_mean']}; "
-                  f"server {row['server_core_seconds_per_1k_texts']} core-s per 1k texts (API process "
-                  f"{row['api_process_core_seconds_per_1k_texts']}, the rest the workers; the client "
-                  f"{row['client_core_seconds_per_1k_texts']}; direct "
-                  f"{row['direct_core_seconds_per_1k_texts']}); energy "
-                  f"{row['energy_joules_per_1k_texts'] if row['energy_joules_per_1k_texts'] is not None else 'n/a'}"
-                  f"{' (' + cost.energy_note + ')' if cost.energy_note else ''}", flush=True)
+            served = ServedRound.measure(server, texts, args.concurrency)
+            direct = DirectRound.measure(direct_model, texts, args.direct_batch, default_threads)
+            rows.append(round_row(round_index, texts, served, direct))
+            print_round(args, rows[-1], served)
     finally:
         server.stop()
+    return summarize(args, rows, server.log_path)
+
+
+def _parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="auto", help="EMBEDDING_BACKEND of the served model")
+    parser.add_argument("--texts", type=int, default=1024, help="distinct texts per round")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--direct-batch", type=int, default=32)
+    parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="more settings for the server (e.g. EMBEDDING_THREADS=2)")
+    parser.add_argument("--json", help="also write the figures to this file")
+    return parser.parse_args()
+
+
+class ServedRound:
+    """One round's texts through the server: wall time, vectors by text, failures, and what it cost (the
+    server tree's core-seconds, its API process's, the client's own) with the micro-batches it formed."""
+
+    def __init__(self, wall: float, vectors: dict, failures: int, client_seconds: float, main_seconds: float,
+                 cost, batches: float, batch_texts: float) -> None:
+        self.wall, self.vectors, self.failures = wall, vectors, failures
+        self.client_seconds, self.main_seconds, self.cost = client_seconds, main_seconds, cost
+        self.batches, self.batch_texts = batches, batch_texts
+
+    @classmethod
+    def measure(cls, server: Server, texts: list[str], concurrency: int) -> "ServedRound":
+        probe = CostProbe(pid=server.process.pid).start()
+        main_before = process_cpu_seconds(server.process.pid)
+        batches_before = asyncio.run(batch_counters(server.port))
+        client_started = time.process_time()
+        wall, served, failures = asyncio.run(drive(server.port, texts, concurrency, 300))
+        client_seconds = time.process_time() - client_started
+        main_seconds = process_cpu_seconds(server.process.pid) - main_before
+        cost = probe.stop()
+        batches, batch_texts = (after - before for after, before in
+                                zip(asyncio.run(batch_counters(server.port)), batches_before))
+        return cls(wall, served, failures, client_seconds, main_seconds, cost, batches, batch_texts)
+
+
+class DirectRound:
+    """The same texts encoded in this process, with torch's default threads and with one: wall and CPU seconds
+    of each, the faster one's thread count, and the vectors (of the last encode)."""
+
+    def __init__(self, vectors: np.ndarray, walls: dict[int, float], cpu: dict[int, float]) -> None:
+        self.vectors, self.walls, self.cpu = vectors, walls, cpu
+        self.threads = min(walls, key=walls.get)
+        self.wall = walls[self.threads]
+
+    @classmethod
+    def measure(cls, direct_model, texts: list[str], batch: int, default_threads: int) -> "DirectRound":
+        import torch
+
+        direct_walls = {}
+        direct_cpu = {}
+        for threads in (default_threads, 1):
+            torch.set_num_threads(threads)
+            cpu_started = time.process_time()
+            started = time.perf_counter()
+            direct = direct_model.encode(texts, batch_size=batch, convert_to_numpy=True)
+            direct_walls[threads] = time.perf_counter() - started
+            direct_cpu[threads] = time.process_time() - cpu_started
+        torch.set_num_threads(default_threads)
+        return cls(direct, direct_walls, direct_cpu)
+
+
+def round_row(round_index: int, texts: list[str], served_round: ServedRound, direct_round: DirectRound) -> dict:
+    """One round's figures, as printed and written to --json."""
+    served, direct, cost = served_round.vectors, direct_round.vectors, served_round.cost
+    wall, direct_wall, direct_threads = served_round.wall, direct_round.wall, direct_round.threads
+    cosines = np.array([float(np.dot(served[t], direct[i]) / np.linalg.norm(served[t])
+                              / np.linalg.norm(direct[i])) for i, t in enumerate(texts) if t in served])
+    batches, batch_texts = served_round.batches, served_round.batch_texts
+    row = {"round": round_index + 1, "texts": len(texts), "failed": served_round.failures,
+           "server_texts_per_s": round(len(served) / wall, 1),
+           "direct_texts_per_s": round(len(texts) / direct_wall, 1),
+           "direct_torch_threads": direct_threads,
+           "texts_per_micro_batch": round(batch_texts / batches, 1) if batches else None,
+           "direct_texts_per_s_by_threads": {str(t): round(len(texts) / w, 1) for t, w in direct_round.walls.items()},
+           "cosine_min": round(float(cosines.min()), 5) if len(cosines) else None,
+           "cosine_mean": round(float(cosines.mean()), 5) if len(cosines) else None,
+           "server_core_seconds_per_1k_texts": (round(cost.per(len(served), 1000), 3)
+                                                if cost.per(len(served)) is not None else None),
+           "server_core_seconds_note": cost.cpu_note,
+           "api_process_core_seconds_per_1k_texts": round(served_round.main_seconds * 1000 / max(1, len(served)), 3),
+           "client_core_seconds_per_1k_texts": round(served_round.client_seconds * 1000 / len(texts), 3),
+           "direct_core_seconds_per_1k_texts": round(direct_round.cpu[direct_threads] * 1000 / len(texts), 3),
+           "energy_joules_per_1k_texts": cost.energy_per(len(served), 1000),
+           "energy_note": cost.energy_note}
+    row["ratio"] = round(row["server_texts_per_s"] / row["direct_texts_per_s"], 3)
+    row["server_seconds"], row["direct_seconds"] = round(wall, 4), round(direct_wall, 4)
+    return row
+
+
+def print_round(args: argparse.Namespace, row: dict, served_round: ServedRound) -> None:
+    cost = served_round.cost
+    print(f"round {row['round']}: server {row['server_texts_per_s']} texts/s "
+          f"(c{args.concurrency}, one text per request, {served_round.failures} failed), direct "
+          f"sentence-transformers batch {args.direct_batch} {row['direct_texts_per_s']} texts/s "
+          f"(torch threads: texts/s {row['direct_texts_per_s_by_threads']}), "
+          f"ratio {row['ratio']:.2f}x; {row['texts_per_micro_batch']} texts per micro-batch; "
+          f"cosine to fp32 min {row['cosine_min']} mean {row['cosine_mean']}; "
+          f"server {row['server_core_seconds_per_1k_texts']} core-s per 1k texts (API process "
+          f"{row['api_process_core_seconds_per_1k_texts']}, the rest the workers; the client "
+          f"{row['client_core_seconds_per_1k_texts']}; direct "
+          f"{row['direct_core_seconds_per_1k_texts']}); energy "
+          f"{row['energy_joules_per_1k_texts'] if row['energy_joules_per_1k_texts'] is not None else 'n/a'}"
+          f"{' (' + cost.energy_note + ')' if cost.energy_note else ''}", flush=True)
+
+
+def summarize(args: argparse.Namespace, rows: list[dict], log_path: Path) -> int:
+    """The closing line: the verdict on the pooled ratio's interval against the goal; exit 1 on any failure."""
     ratios = [row["ratio"] for row in rows]
     direct_seconds, served_seconds = [r["direct_seconds"] for r in rows], [r["server_seconds"] for r in rows]
     pooled = sum(direct_seconds) / sum(served_seconds)
@@ -257,12 +308,11 @@ def main() -> int:
           f"(min {summary['ratio_min']:.2f}, max {summary['ratio_max']:.2f}, {len(rows)} rounds); pooled "
           f"{pooled:.2f}x, 95% interval {summary['ratio_pooled_interval_95'] or 'n/a (one round)'}: "
           f"{summary['verdict']} against the {GOAL}x goal; cosine min {summary['cosine_min']}; "
-          f"{summary['failed']} failed requests; server log {server.log_path}")
+          f"{summary['failed']} failed requests; server log {log_path}")
     if args.json:
         Path(args.json).write_text(json.dumps({"schema": "tt-media-embeddings-served-vs-direct/1",
                                                "summary": summary, "rounds": rows}, indent=2))
     return 0 if summary["failed"] == 0 else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())

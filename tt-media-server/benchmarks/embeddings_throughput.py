@@ -39,8 +39,7 @@ import httpx
 import numpy as np
 
 SERVER_DIR = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(SERVER_DIR))
-sys.path.insert(0, str(SERVER_DIR.parent))  # the repo root: contracts/
+import _paths  # noqa: E402,F401  (media_server and the repository importable: benchmarks/_paths.py)
 
 from contracts.intervals import percentile  # noqa: E402
 from contracts.retry import GaveUp, NotYet, retry, wait_http_ok  # noqa: E402

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import _paths  # noqa: E402,F401  (media_server and the repository importable: benchmarks/_paths.py)
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="bench-metrics-"))
 
 from media_server.config import DeviceGroup, load_settings  # noqa: E402

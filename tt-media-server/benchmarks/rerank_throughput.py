@@ -28,8 +28,7 @@ import httpx
 import numpy as np
 
 SERVER_DIR = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(SERVER_DIR))
-sys.path.insert(0, str(SERVER_DIR.parent))
+import _paths  # noqa: E402,F401  (media_server and the repository importable: benchmarks/_paths.py)
 
 from benchmarks.embeddings_throughput import MODEL, Server, drive, sentences  # noqa: E402
 from contracts.intervals import percentile  # noqa: E402

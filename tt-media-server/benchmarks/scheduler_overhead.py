@@ -22,8 +22,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repo root: contracts/
+import _paths  # noqa: E402,F401  (media_server and the repository importable: benchmarks/_paths.py)
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="bench-metrics-"))
 
 from contracts.intervals import percentile  # noqa: E402

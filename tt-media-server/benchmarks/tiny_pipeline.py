@@ -8,10 +8,8 @@ in memory for IMAGE_CPU_WEIGHTS_PATH=tiny-random (MODEL=tiny-diffusion-cpu sets 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import _paths  # noqa: E402,F401  (media_server and the repository importable: benchmarks/_paths.py)
 
 from media_server.runners.tiny_diffusion import build  # noqa: E402
 

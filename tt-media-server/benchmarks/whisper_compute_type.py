@@ -30,7 +30,7 @@ from pathlib import Path
 
 SERVER_DIR = Path(__file__).resolve().parents[1]
 REPO_ROOT = SERVER_DIR.parent
-sys.path[:0] = [str(SERVER_DIR), str(REPO_ROOT), str(Path(__file__).resolve().parent)]
+import _paths  # noqa: E402,F401  (media_server and the repository importable: benchmarks/_paths.py)
 
 from contracts.intervals import bootstrap_ratio  # noqa: E402
 from whisper_rtf import speech_set  # noqa: E402 - also sets PROMETHEUS_MULTIPROC_DIR for the runner

@@ -30,8 +30,7 @@ from pathlib import Path
 
 SERVER_DIR = Path(__file__).resolve().parents[1]
 REPO_ROOT = SERVER_DIR.parent
-sys.path.insert(0, str(SERVER_DIR))
-sys.path.insert(0, str(REPO_ROOT))  # contracts/
+import _paths  # noqa: E402,F401  (media_server and the repository importable: benchmarks/_paths.py)
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="bench-metrics-"))
 
 from contracts.retry import GaveUp, NotYet, retry  # noqa: E402

@@ -18,9 +18,9 @@ import time
 from fastapi import FastAPI
 
 from media_server import metrics
+from media_server.all_settings import check_component_settings, unknown_setting_warnings
 from media_server.auth import BodySizeLimit
-from media_server.config import (ConfigError, Settings, check_component_settings, load_settings,
-                                  unknown_setting_warnings)
+from media_server.config import ConfigError, Settings, load_settings
 from media_server.errors import install_handlers
 from media_server.request_id import RequestIdMiddleware, install_log_filter
 from media_server.runners.base import RunnerUnavailable

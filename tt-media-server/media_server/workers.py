@@ -1,6 +1,6 @@
 """Device worker processes: one per device group, one runner each, talking over a pipe.
 
-Messages (typed, media_server/pool/messages.py): main -> worker RunBatch, AddRequest,
+Messages (typed, media_server/worker_messages.py): main -> worker RunBatch, AddRequest,
 CancelRequest, Stop; worker -> main Ready, LoadFailed, BatchResults, StreamEvents.
 The main side (``WorkerHandle``) reads the pipe from the event loop; a closed pipe means the
 process died, which the scheduler learns at once (no polling interval).
@@ -18,9 +18,9 @@ import time
 from typing import Any, Callable
 
 from media_server.config import DeviceGroup, Settings
-from media_server.pool.messages import (AddRequest, BatchResults, CancelRequest, FromWorker, LoadFailed,
-                                        Ready, RunBatch, Stop, StreamEvents, ToWorker)
 from media_server.request_id import bound_request_ids, joined_request_ids
+from media_server.worker_messages import (AddRequest, BatchResults, CancelRequest, FromWorker, LoadFailed,
+                                          Ready, RunBatch, Stop, StreamEvents, ToWorker)
 
 log = logging.getLogger("media_server.workers")
 _CONTEXT = multiprocessing.get_context("spawn")

@@ -336,7 +336,7 @@ def test_stress_endurance_reads_the_containers_memory_with_docker_stats(real_con
     # takes up to 3 s (CI: 3 samples in the 10 s after a 15 s run's warm-up)
     args = {"mode": "smoke", "run_mode": "endurance", "endurance_s": "30", "window_s": "1", "input_size": "16",
             "output_size": "4", "max_concurrent": "2"}
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "stress_tests" / "run_stress_tests.py"), "--run-dir",
+    done = subprocess.run([sys.executable, "-m", "stress_tests.run_stress_tests", "--run-dir",
                            str(tmp_path), "--model-spec-json", str(launch.spec_json_path), "--server-url",
                            handle.base_url, "--workflow-args-json", json.dumps(args)],
                           capture_output=True, text=True, env=env, timeout=300)

@@ -31,10 +31,11 @@ from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
 
+from media_server import transcription
 from media_server.api.common import run_request, scheduler_of
 from media_server.auth import require_api_key
 from media_server.errors import BadInput, MediaError, NotReady, PayloadTooLarge
-from media_server.speech import preprocessing, service
+from media_server.speech import preprocessing
 from media_server.speech.audio_input import AudioInputError, check_size, decode_audio, decode_base64
 from media_server.speech.diarization import MAX_SPEAKERS, DiarizationError, SpeakerCount
 from media_server.speech.formats import DIARIZED_FORMATS, FormatError, needs_word_timestamps, render, validate_format
@@ -52,7 +53,7 @@ async def _warm_preprocessing(app):
     scheduler = getattr(app.state, "scheduler", None)
     pools = getattr(scheduler, "pools", {}) if scheduler is not None else {}
     if speech_settings().allow_audio_preprocessing and any(
-            getattr(pool, "kind", None) == service.KIND for pool in pools.values()):
+            getattr(pool, "kind", None) == transcription.KIND for pool in pools.values()):
         threading.Thread(target=_load_preprocessing, name="preprocessing-warm-up", daemon=True).start()
     yield
 
@@ -114,7 +115,7 @@ async def _respond(request: Request, audio: bytes, field: str, form: Transcripti
                        f"does not allow: ALLOW_AUDIO_PREPROCESSING=false")
     count = form.speaker_count()
     scheduler = scheduler_of(request)
-    pool = scheduler.pool(form.model, service.KIND)  # 404 naming the served models, before decoding
+    pool = scheduler.pool(form.model, transcription.KIND)  # 404 naming the served models, before decoding
     try:
         decoded = await asyncio.to_thread(decode_audio, audio, field, settings.audio_limits)
     except AudioInputError as error:
@@ -125,28 +126,28 @@ async def _respond(request: Request, audio: bytes, field: str, form: Transcripti
                                                                          form.timestamp_granularities))
     chunks = turns = None
     if form.wants_preprocessing:
-        seconds = service.chunk_seconds(scheduler, pool.model_id, decoded.duration_seconds, form.stream)
+        seconds = transcription.chunk_seconds(scheduler, pool.model_id, decoded.duration_seconds, form.stream)
         try:
             prepared = await asyncio.to_thread(preprocessing.preprocess, decoded.samples, count, seconds, settings)
         except DiarizationError as error:
             raise NotReady(f"speaker diarization is unavailable: {error}") from None
         chunks, turns = prepared.chunks, prepared.turns
         options.word_timestamps = True  # segments are cut at speaker changes by their words' times
-    job = service.plan_job(scheduler, pool.model_id, decoded.samples, decoded.duration_seconds, options,
-                           streaming=form.stream, chunks=chunks, turns=turns)
+    job = transcription.plan_job(scheduler, pool.model_id, decoded.samples, decoded.duration_seconds, options,
+                                 streaming=form.stream, chunks=chunks, turns=turns)
     if form.stream:
         return StreamingResponse(_events(scheduler, job), media_type=SSE_MEDIA_TYPE,
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    transcript = await run_request(request, service.transcribe(scheduler, job))
+    transcript = await run_request(request, transcription.transcribe(scheduler, job))
     rendered = render(transcript, form.response_format, form.timestamp_granularities)
     return Response(rendered.body, media_type=rendered.media_type)
 
 
-async def _events(scheduler, job: service.TranscriptionJob) -> AsyncIterator[str]:
+async def _events(scheduler, job: transcription.TranscriptionJob) -> AsyncIterator[str]:
     """SSE body: deltas in audio order, then done (or one error event if a chunk fails)."""
     stream = TranscriptStream()
     try:
-        async for segment in service.stream_segments(scheduler, job):
+        async for segment in transcription.stream_segments(scheduler, job):
             for event in stream.feed([segment]):
                 yield event
     except MediaError as error:

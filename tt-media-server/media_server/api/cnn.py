@@ -11,9 +11,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from media_server.api.common import check_image, decode_base64, run_request, scheduler_of
+from media_server.api.common import decode_base64, run_request, scheduler_of
 from media_server.auth import require_api_key
 from media_server.errors import BadInput
+from media_server.vision.images import check_image
 
 router = APIRouter(dependencies=[Depends(require_api_key)], tags=["cnn"])
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import io
 from typing import Any, Awaitable
 
 from fastapi import Request
@@ -68,26 +67,6 @@ def decode_base64(field: str, text: str) -> bytes:
         return base64.b64decode(text.strip(), validate=True)
     except (binascii.Error, ValueError):
         raise BadInput(f"{field}: not valid base64") from None
-
-
-def check_image(field: str, data: bytes, max_dimension: int) -> tuple[int, int]:
-    """Open the image header and check its size; BadInput / PayloadTooLarge naming the field."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            width, height = image.size
-            image.verify()
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
-        raise BadInput(f"{field}: not a decodable image ({type(exc).__name__})") from None
-    except Exception as exc:  # noqa: BLE001 - any decoder fault is bad input, never a 500
-        raise BadInput(f"{field}: not a decodable image ({type(exc).__name__})") from None
-    if width > max_dimension or height > max_dimension:
-        raise PayloadTooLarge(f"{field}: image is {width}x{height}; the limit is "
-                              f"{max_dimension}x{max_dimension} (MAX_IMAGE_DIMENSION)")
-    if width < 1 or height < 1:
-        raise BadInput(f"{field}: image has no pixels")
-    return width, height
 
 
 def check_text_chars(request: Request, field: str, texts: list[str]) -> None:

@@ -18,9 +18,9 @@ import time
 from media_server import metrics
 from media_server.errors import error_for_status
 from media_server.pool.admission import Admission, Pending
-from media_server.pool.messages import (AddRequest, BatchResults, CancelRequest, FromWorker, RunBatch,
-                                        StreamEvents)
 from media_server.runners.base import ItemError, StreamEvent
+from media_server.worker_messages import (AddRequest, BatchResults, CancelRequest, FromWorker, RunBatch,
+                                          StreamEvents)
 
 
 class Dispatcher:

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from media_server.embeddings.settings import embedding_settings
-from media_server.model_files import ModelSource, resolve_model_dir
 from media_server.runners.base import RunnerUnavailable
+from media_server.runners.model_files import ModelSource, resolve_model_dir
 from media_server.runners.embedding_cpu import EmbeddingCpuRunner
 from media_server.runners.text_slots import TextSettings, TextSlotsRunner
 from media_server.runners.vision_hf import QWEN_VL_FILES, VisionHfRunner

@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 
 from media_server.devices import model_device
 from media_server.embeddings.settings import embedding_settings
-from media_server.model_files import ModelSource, resolve_model_dir
 from media_server.runners.base import BatchRunner, ItemError, RunnerUnavailable
+from media_server.runners.model_files import ModelSource, resolve_model_dir
 
 SOURCE = ModelSource("ms-marco-MiniLM-L-6-v2", "cross-encoder/ms-marco-MiniLM-L-6-v2", "main",
                      ("config.json", "*.safetensors", "tokenizer*"))

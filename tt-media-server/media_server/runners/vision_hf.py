@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
 from media_server.devices import model_device
-from media_server.model_files import ModelSource, resolve_model_dir
 from media_server.runners.base import GeneratorStreamingRunner, RunnerUnavailable, StreamItemError
+from media_server.runners.model_files import ModelSource, resolve_model_dir
 from media_server.runners.text_params import InvalidTextRequest, TextRequest
 from media_server.vision.settings import vision_settings
 

@@ -17,13 +17,36 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import io
 import ipaddress
 import socket
 import urllib.parse
 
-from media_server.api.common import check_image
 from media_server.errors import BadInput, PayloadTooLarge
 from media_server.vision.settings import VisionSettings
+
+
+def check_image(field: str, data: bytes, max_dimension: int) -> tuple[int, int]:
+    """Open the image header and check its size; BadInput / PayloadTooLarge naming the field.
+
+    Here, with the kinds' image code, and not in the routes: the CNN route checks its uploads with
+    it, and the vision chat checks every image_url part with it before a runner sees the bytes."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+            image.verify()
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+        raise BadInput(f"{field}: not a decodable image ({type(exc).__name__})") from None
+    except Exception as exc:  # noqa: BLE001 - any decoder fault is bad input, never a 500
+        raise BadInput(f"{field}: not a decodable image ({type(exc).__name__})") from None
+    if width > max_dimension or height > max_dimension:
+        raise PayloadTooLarge(f"{field}: image is {width}x{height}; the limit is "
+                              f"{max_dimension}x{max_dimension} (MAX_IMAGE_DIMENSION)")
+    if width < 1 or height < 1:
+        raise BadInput(f"{field}: image has no pixels")
+    return width, height
 
 
 def _decode_data_url(where: str, url: str, limit: int) -> bytes:

@@ -1,10 +1,12 @@
 """One transcription over the scheduler: chunks fanned out to the audio workers, results put back in order.
 
 Why here and not in the route: the same fan-out serves the OpenAI routes, the legacy route and
-the benchmark, streaming or not. Every chunk is its own streaming request, so the workers share
-a long upload; a streaming client gets chunk 0's segments as soon as they are decoded, then
-chunk 1's (already waiting, decoded in parallel), and so on; a non-streaming client gets the
-joined transcript. Leaving early (client gone, one chunk failed) cancels every other chunk.
+the benchmark, streaming or not. Why not in ``speech/``: that package is audio code the whisper
+runners use too, below the scheduler; this fan-out runs over the scheduler, so it sits above it.
+Every chunk is its own streaming request, so the workers share a long upload; a streaming client
+gets chunk 0's segments as soon as they are decoded, then chunk 1's (already waiting, decoded in
+parallel), and so on; a non-streaming client gets the joined transcript. Leaving early (client
+gone, one chunk failed) cancels every other chunk.
 """
 
 from __future__ import annotations
