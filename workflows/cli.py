@@ -10,7 +10,6 @@ import argparse
 import copy
 import difflib
 import json
-import os
 import re
 import stat
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any, Sequence
 
 from workflows.arguments import check_argv, check_bind_host, check_docker_image
 from workflows.catalog import Catalog, render_tt_config
+from workflows.options import DEVICES, ENGINES, WORKFLOWS, add_options
 from workflows.server_url import ServerUrlError, mask_credentials, parse_server_url
 from contracts.model_spec import DeviceType, InferenceEngine, ModelSpec
 from contracts.workflow_args import (
@@ -31,10 +31,6 @@ from contracts.workflow_args import (
     validate_workflow_args,
 )
 
-WORKFLOWS = [w.value for w in WorkflowType]
-DEVICES = [d.value for d in DeviceType]
-AUTH_MODES = ("key", "jwt-gateway")
-ENGINES = [e.value for e in InferenceEngine]
 _ASCII_DIGITS = re.compile(r"[0-9]{1,9}")
 
 
@@ -53,58 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve, benchmark, evaluate and report a model from the catalog.",
         epilog="Run `python3 run.py --list` to see every model, device and impl.",
     )
-    parser.add_argument("--model", help="model name from the catalog (see --list)")
-    parser.add_argument("--workflow", help=f"one of: {', '.join(WORKFLOWS)}")
-    parser.add_argument("--device", help=f"one of: {', '.join(DEVICES)}")
-    parser.add_argument("--impl", help="model implementation (default: the catalog's default for the device)")
-    parser.add_argument("--engine", help=f"inference engine filter: {', '.join(ENGINES)}")
-    parser.add_argument("--local-server", action="store_true", help="start the server as a process on this host")
-    parser.add_argument("--docker-server", action="store_true", help="start the server in a Docker container")
-    parser.add_argument("--fresh-server", action="store_true",
-                        help="with --local-server: start this run's own server even when a standby server of the "
-                             "same spec (left running by --workflow server) would be reused")
-    parser.add_argument("--server-url", help="use an already running server at this base URL")
-    parser.add_argument("--service-port", default=os.environ.get("SERVICE_PORT", "8000"),
-                        help="server port (default: $SERVICE_PORT or 8000)")
-    parser.add_argument("--bind-host", default="127.0.0.1", help="host address a Docker server publishes on")
-    parser.add_argument("-it", "--interactive", action="store_true",
-                        help="with --docker-server --workflow server: a shell in the container (docker run -it), "
-                             "where you start the server")
-    parser.add_argument("--workflow-args", default="",
-                        help="'key=value ...' passed to the workflow (e.g. mode=smoke); evals pass other keys to "
-                             "lm-eval (batch_size=4 max_tokens=512), benchmarks as request body fields")
-    parser.add_argument("--disable-trace-capture", action="store_true", help="skip warm-up requests")
-    parser.add_argument("--dev-mode", action="store_true", help="use the -dev- image variant")
-    parser.add_argument("--override-docker-image", help="use this image instead of the spec's")
-    parser.add_argument("--device-id", help="comma-separated Tenstorrent device ids, e.g. 0 or 0,1")
-    parser.add_argument("--override-tt-config",
-                        help="JSON object merged key by key over the spec's TT config (null removes a key)")
-    parser.add_argument("--vllm-override-args", help="JSON object merged over the spec's vLLM args")
-    parser.add_argument("--reset-venvs", action="store_true", help="delete .workflow_venvs/ first")
-    parser.add_argument("--model-spec-json", help="use this resolved ModelSpec JSON instead of the catalog")
-    parser.add_argument("--print-docker-cmd", action="store_true", help="print the docker run command and exit")
-    parser.add_argument("--no-auth", action="store_true", help="no bearer token; servers we launch do not enforce auth")
-    parser.add_argument("--auth", default="key", choices=AUTH_MODES,
-                        help="key (default): the server enforces the bearer key; jwt-gateway: a JWT-verifying "
-                             "gateway (own process) fronts the server we launch; clients send an HS256 JWT "
-                             "signed with JWT_SECRET (generated when unset)")
-    parser.add_argument("--output-dir", help="run directory (default: workflow_logs/runs/<run_id>)")
-    parser.add_argument("--compare-to", metavar="last|RUN_DIR|RUN_ID",
-                        help="compare the results with a baseline run: the last run of the same spec on this host "
-                             "that ended with nothing failed (the default of release when one exists), or a run "
-                             "directory or a run id from the run history that finished on this host (else exit 2; "
-                             "--workflow-args compare_hosts=any for another host's); a regression beyond "
-                             "regression_tolerance fails the verdict (--workflow-args on_regression=warn only "
-                             "shows it)")
-    parser.add_argument("--ignore-verdict", action="store_true",
-                        help="write reports but exit 0 even when the release verdict is FAIL")
-    parser.add_argument("--history", action="store_true",
-                        help="write DIR/history.html and DIR/history.json (--output-dir DIR): every release in the "
-                             "run history over time, each judged metric with its interval, the regression gate's "
-                             "marks and host changes; --model and --device narrow it; runs no workflow")
-    parser.add_argument("--list", action="store_true", help="print the catalog and exit")
-    parser.add_argument("--format", default="table",
-                        help="with --list: 'table' (plain rows when piped) or 'json'")
+    add_options(parser)
     return parser
 
 
