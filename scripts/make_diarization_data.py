@@ -32,7 +32,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import _repo  # noqa: E402,F401  (scripts/ importable for make_speech_data: scripts/_repo.py)
+# make_speech_data: scripts/ is first on the import path when run by path; loaders by file register it first
 from make_speech_data import (APT_PACKAGES, WORDS_PER_MINUTE, SpeechDataError, _duration, _run,  # noqa: E402
                               generator_version, missing_tools)
 
