@@ -3,6 +3,8 @@
 Why one table: the parser (``add_options``), ``run.py --help`` and the README's option list
 (``markdown_table``, between the ``run.py options`` markers; a test keeps the README equal to it) are all
 generated from it, so a flag cannot be added, renamed or re-documented in one place and not the others.
+``python3 -m workflows.options`` rewrites the README's two generated blocks: these options, and the
+``--workflow-args`` keys of ``contracts.workflow_keys`` (the tables the CLI checks keys against).
 ``owner`` names the part of the orchestrator that acts on the option, so a reader knows where to look.
 """
 from __future__ import annotations
@@ -12,7 +14,8 @@ import os
 from dataclasses import dataclass
 
 from contracts.model_spec import DeviceType, InferenceEngine
-from contracts.workflow_args import WorkflowType
+from contracts.workflow_args import COMMON_KEYS, WORKFLOW_ARGS, WorkflowType
+from contracts.workflow_keys import COMPARE_ARGS, VERDICT_ARGS
 
 WORKFLOWS = [w.value for w in WorkflowType]
 DEVICES = [d.value for d in DeviceType]
@@ -20,6 +23,8 @@ AUTH_MODES = ("key", "jwt-gateway")
 ENGINES = [e.value for e in InferenceEngine]
 README_START = "<!-- run.py options: generated from workflows/options.py; do not edit by hand -->"
 README_END = "<!-- end of run.py options -->"
+KEYS_START = "<!-- workflow-args keys: generated from contracts/workflow_keys.py; do not edit by hand -->"
+KEYS_END = "<!-- end of workflow-args keys -->"
 
 
 @dataclass(frozen=True)
@@ -125,3 +130,44 @@ def markdown_table(options: tuple[Option, ...] = RUN_OPTIONS) -> str:
 
 def readme_block() -> str:
     return f"{README_START}\n{markdown_table()}\n{README_END}"
+
+
+def _keys_table(keys: dict[str, str]) -> list[str]:
+    rows = ["| key | what it does |", "|---|---|"]
+    rows += [f"| `{key}` | {text.replace('|', chr(92) + '|')} |" for key, text in keys.items()]
+    return rows
+
+
+def workflow_args_markdown() -> str:
+    """The README's ``--workflow-args`` keys: one table per workflow, from the tables the CLI checks keys against
+    (``contracts.workflow_keys``), so the documented keys are the accepted ones."""
+    every_report = {**COMPARE_ARGS, **VERDICT_ARGS}
+    lines = [f"Every workflow takes {', '.join(f'`{k}`' for k in sorted(COMMON_KEYS))}; every workflow whose run "
+             "ends with a report (all but `server` and `deploy`) also takes:", "", *_keys_table(every_report)]
+    for workflow, keys in WORKFLOW_ARGS.items():
+        own = {k: v for k, v in keys.items() if k not in every_report and k not in COMMON_KEYS}
+        if own:
+            lines += ["", f"`--workflow {workflow.value}`:", "", *_keys_table(own)]
+    lines += ["", "`--workflow release` takes the keys of every workflow it runs."]
+    return "\n".join(lines)
+
+
+def keys_readme_block() -> str:
+    return f"{KEYS_START}\n{workflow_args_markdown()}\n{KEYS_END}"
+
+
+def rewrite_readme(readme: str) -> str:
+    """``readme`` with both generated blocks replaced by what the declarations say now."""
+    for start, end, block in ((README_START, README_END, readme_block()),
+                              (KEYS_START, KEYS_END, keys_readme_block())):
+        head, tail = readme.index(start), readme.index(end) + len(end)
+        readme = readme[:head] + block + readme[tail:]
+    return readme
+
+
+if __name__ == "__main__":  # python3 -m workflows.options: regenerate README.md's two generated blocks
+    from contracts import REPO_ROOT
+
+    path = REPO_ROOT / "README.md"
+    path.write_text(rewrite_readme(path.read_text()))
+    print(f"rewrote the generated option and key lists of {path}")

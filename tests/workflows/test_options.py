@@ -5,15 +5,21 @@ import argparse
 
 from contracts import REPO_ROOT
 from workflows.cli import build_parser
-from workflows.options import README_END, README_START, RUN_OPTIONS, Option, add_options, readme_block
+from contracts.workflow_args import WORKFLOW_ARGS
+from workflows.options import RUN_OPTIONS, Option, add_options, rewrite_readme, workflow_args_markdown
 
 
-def test_the_readme_lists_every_option_as_declared():
-    """Regenerate with: python3 -c 'from workflows.options import readme_block; print(readme_block())'
-    (from the repository root), pasted over the block between the two markers in README.md."""
+def test_the_readme_lists_every_option_and_key_as_declared():
+    """Regenerate with `python3 -m workflows.options` (from the repository root): it rewrites both blocks."""
     readme = (REPO_ROOT / "README.md").read_text()
-    start, end = readme.index(README_START), readme.index(README_END) + len(README_END)
-    assert readme[start:end] == readme_block()
+    assert readme == rewrite_readme(readme)
+
+
+def test_every_workflow_args_key_is_documented():
+    text = workflow_args_markdown()
+    missing = [key for keys in WORKFLOW_ARGS.values() for key in keys if f"| `{key}` |" not in text
+               and f"`{key}`" not in text.split("\n")[0]]
+    assert missing == []
 
 
 def test_the_parser_has_exactly_the_declared_options():
