@@ -23,10 +23,12 @@ goals, RTF <= 0.25 on 2 cores and DER <= 10% / 20%, are stated beside the figure
 from __future__ import annotations
 
 import argparse
+import atexit
 import difflib
 import json
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -38,7 +40,9 @@ SERVER_DIR = REPO_ROOT / "tt-media-server"
 import _repo  # noqa: E402  (the repository and scripts/ importable: scripts/_repo.py)
 
 _repo.use_media_server()
-os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="bench-metrics-"))
+_METRICS_DIR = tempfile.mkdtemp(prefix="bench-metrics-")  # the in-process server's metrics; gone at exit
+atexit.register(shutil.rmtree, _METRICS_DIR, True)
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", _METRICS_DIR)
 
 import numpy as np  # noqa: E402
 

@@ -13,15 +13,19 @@ the larger step count for each batch size.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
 
 import _paths  # noqa: E402,F401  (media_server and the repository importable: benchmarks/_paths.py)
-os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="bench-metrics-"))
+_METRICS_DIR = tempfile.mkdtemp(prefix="bench-metrics-")  # the in-process server's metrics; gone at exit
+atexit.register(shutil.rmtree, _METRICS_DIR, True)
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", _METRICS_DIR)
 
 from media_server.config import DeviceGroup, load_settings  # noqa: E402
 from media_server.runners.image_cpu import DiffusersImageRunner  # noqa: E402

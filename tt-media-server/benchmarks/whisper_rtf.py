@@ -16,9 +16,11 @@ Server (`--server-workers N ...`): a real server with N worker processes; the 45
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -31,7 +33,9 @@ from pathlib import Path
 SERVER_DIR = Path(__file__).resolve().parents[1]
 REPO_ROOT = SERVER_DIR.parent
 import _paths  # noqa: E402,F401  (media_server and the repository importable: benchmarks/_paths.py)
-os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="bench-metrics-"))
+_METRICS_DIR = tempfile.mkdtemp(prefix="bench-metrics-")  # the in-process server's metrics; gone at exit
+atexit.register(shutil.rmtree, _METRICS_DIR, True)
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", _METRICS_DIR)
 
 from contracts.retry import GaveUp, NotYet, retry  # noqa: E402
 
