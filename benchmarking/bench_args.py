@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from benchmarking.body_fields import body_fields
+from benchmarking.tools import CHOICES as TOOL_CHOICES
 from contracts.workflow_keys import BENCHMARK_ARGS, PERF_TIERS, VERDICT_ARGS
 from records.sampling import sampling_setting
 
@@ -44,6 +45,7 @@ class BenchArgs:
     percentiles: list[float] = field(default_factory=lambda: [50.0, 90.0, 99.0])
     goodput: dict[str, float] = field(default_factory=dict)
     tools: list[str] = field(default_factory=lambda: ["tt"])
+    tool: str = "ours"  # the load generator that measures every point (benchmarking/tools/)
     vllm_python: str | None = None
     budget_s: float | None = None
     point_budget_s: float | None = None
@@ -137,6 +139,7 @@ def parse_workflow_args(raw: dict) -> BenchArgs:
         _apply_key(args, key, "" if value is None else str(value).strip())
     _check_workload(args, raw)
     _check_cross_keys(args, raw)
+    _check_tool(args, raw)
     return args
 
 
@@ -167,6 +170,21 @@ def _check_cross_keys(args: BenchArgs, raw: dict) -> None:
         raise BenchArgError(f"point_budget_s={args.point_budget_s:g} must exceed stall_timeout_s="
                             f"{args.stall_timeout_s:g}: a budget that ends first cuts a stalled request "
                             "before it can be called a stall")
+
+
+def _check_tool(args: BenchArgs, raw: dict) -> None:
+    """Another tool measures independent prompts in one round of the point's size: what only our client
+    can do (workloads, ramps, bursty arrivals, warm-up requests, a side-by-side vllm run) is refused."""
+    if args.tool == "ours":
+        return
+    only_ours = [key for key, on in (("workload", args.workload), ("ramp", args.ramp),
+                                     ("burstiness", args.burstiness != 1.0), ("warmup_requests", args.warmup_requests),
+                                     ("tools", "tools" in raw)) if on]
+    if only_ours:
+        raise BenchArgError(f"tool={args.tool}: {', '.join(only_ours)}= apply to our client only (tool=ours)")
+    if args.tool == "vllm" and (args.body_fields or args.dataset != "random"):
+        raise BenchArgError("tool=vllm sends its own random prompts: dataset= and request body fields "
+                            "need tool=ours, aiperf or guidellm")
 
 
 def _one_of(choices: tuple[str, ...]) -> Callable[[str, str], str]:
@@ -268,7 +286,8 @@ def _think_time(key: str, value: str) -> float:
 # key -> parser(key, value) of the attribute of BenchArgs named like the key (dataset sets three: _apply_key)
 _VALUE_PARSERS: dict[str, Callable[[str, str], Any]] = {
     "mode": _one_of(MODES), "only_targets": _bool, "points": _points, "percentiles": _percentiles,
-    "goodput": _goodput, "tools": _tools, "vllm_python": _text, "perf_tiers": _one_of(PERF_TIERS),
+    "goodput": _goodput, "tools": _tools, "tool": _one_of(TOOL_CHOICES), "vllm_python": _text,
+    "perf_tiers": _one_of(PERF_TIERS),
     "precision": _sampling, "sample_budget_s": _sampling,
     **dict.fromkeys(("budget_s", "point_budget_s", "request_timeout_s", "stall_timeout_s"), _float),
     "request_rate": _rate, "burstiness": _rate, "ramp": _ramp, "endpoint": _endpoint,

@@ -377,6 +377,47 @@ def run_vllm_point(ctx: Context, point: Point, python: str, budget_s: float | No
     return record.to_dict()
 
 
+def run_tool_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
+    """Measure one point with another tool (``tool=``, benchmarking/tools/) and write it like our own:
+    the tool's per-request output becomes our rows, so metrics, intervals and the judge are unchanged.
+    Raises ``ToolUnavailable`` (one line) when the tool cannot measure it."""
+    from benchmarking import tools
+    from benchmarking.metrics import compute_metrics
+    b, name = ctx.bench, ctx.bench.tool
+    stem = os.path.join(ctx.out_dir, point.stem)
+    job = tools.ToolJob(base_url=ctx.base_url, model=ctx.model, api_key=ctx.api_key, tokenizer_dir=ctx.tokenizer_dir,
+                        endpoint=b.endpoint, isl=point.isl, osl=point.osl, concurrency=point.max_concurrency,
+                        num_prompts=point.num_prompts, out_dir=os.path.join(ctx.out_dir, f"{name}_raw", point.stem),
+                        request_rate=b.request_rate, seed=b.seed, request_timeout_s=b.request_timeout_s,
+                        body_fields=b.body_fields)
+    if tools.module(name).PROMPTS == "ours":
+        prompts = _prompts(ctx, point.isl, point.num_prompts, seed=b.seed + point.isl * 7 + point.osl)
+        job.prompts = [p.text for p in prompts]
+    probe, watched = probe_for_run(ctx.run_dir)
+    probe.start()
+    started = _now()
+    run = tools.run(name, job, budget_s, log=_log)
+    cost = probe.stop()
+    metrics = compute_metrics(run.rows, run.duration, isl=point.isl, osl=point.osl,
+                              max_concurrency=point.max_concurrency, num_prompts=point.num_prompts,
+                              percentiles=b.percentiles, goodput=b.goodput or None)
+    requests_path = stem + ".requests.jsonl"
+    _atomic_write(requests_path, "".join(json.dumps(r.to_json()) + "\n" for r in run.rows))
+    record = BenchPoint(
+        model_id=ctx.model_id, served_model_name=ctx.model, tool=tools.RECORD_TOOL[name],
+        point=_point_params(point, b, dataset=b.dataset if run.prompts == "ours" else "random"),
+        started=started, ended=_now(), metrics=BenchMetrics.from_dict(metrics), requests_file=ctx.rel(requests_path),
+        raw_file=ctx.rel(run.raw_file), tool_version=run.version, tool_command=run.command, prompts_from=run.prompts,
+        percentiles=b.percentiles, goodput_slos=b.goodput or None, warnings=list(run.warnings) or None, complete=True)
+    record.set_cost(cost, watched)
+    ok = [r for r in run.rows if r.success]
+    _judge(ctx, point, record, [r.ttft * 1000.0 for r in ok], [r.tpot * 1000.0 for r in ok if r.tpot is not None])
+    record.write(stem + ".json")  # written last: its presence means done
+    for w in run.warnings:
+        _log(f"NOTE {point.stem}: {w}")
+    return record.to_dict()
+
+
 def load_finished(path: str, point: Point, tool: str) -> dict | None:
     """A previously written, complete summary for exactly this point, or None (resume support)."""
     try:
@@ -482,20 +523,23 @@ def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: 
     sweep_budget = bench.budget_s or sweep_default
     sweep_deadline = time.monotonic() + sweep_budget if sweep_budget else None
     halt = None  # why the sweep stops early: "interrupted", "silent" (warm-up) or a SERVER_GONE class
-    todo = [p for p in points if load_finished(os.path.join(ctx.out_dir, p.stem + ".json"), p, "tt-bench") is None]
+    from benchmarking.tools import RECORD_TOOL, ToolUnavailable
+    main_tool = RECORD_TOOL[bench.tool]  # who measures each point (tool=); "tt" below is that point's slot
+    todo = [p for p in points if load_finished(os.path.join(ctx.out_dir, p.stem + ".json"), p, main_tool) is None]
     if not ctx.disable_warmup and todo and not stop.signum:
         halt = warm_up(ctx, sorted({(p.isl, p.osl) for p in todo}))
 
-    records, outputs, failed_points, skipped = [], [], [], []
+    records, outputs, failed_points, skipped, not_run = [], [], [], [], []
     for p in points:
         for tool in bench.tools:
             if stop.signum:
                 halt = "interrupted"
             suffix = ".json" if tool == "tt" else ".vllm-bench.json"
+            label = bench.tool if tool == "tt" and bench.tool != "ours" else tool  # who measures, in the log
             path = os.path.join(ctx.out_dir, p.stem + suffix)
-            done = load_finished(path, p, "tt-bench" if tool == "tt" else "vllm-bench")
+            done = load_finished(path, p, main_tool if tool == "tt" else "vllm-bench")
             if done is not None:
-                _log(f"{p.stem} ({tool}): already finished, skipping (resume)")
+                _log(f"{p.stem} ({label}): already finished, skipping (resume)")
                 rec = done
             elif halt:
                 skipped.append(p.stem)
@@ -503,23 +547,28 @@ def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: 
             else:
                 remaining = sweep_deadline - time.monotonic() if sweep_deadline else None
                 if remaining is not None and remaining <= 0:
-                    _log(f"{p.stem} ({tool}): sweep budget {sweep_budget:.0f} s exhausted, not run")
+                    _log(f"{p.stem} ({label}): sweep budget {sweep_budget:.0f} s exhausted, not run")
                     skipped.append(p.stem)
                     continue
                 # a trace's budget starts after its last release: its span plus the mode's point budget
                 own = per_point + getattr(p, "span_s", 0.0) if bench.point_budget_s is None else per_point
                 budget = min(x for x in (own, remaining) if x is not None)
-                _log(f"{p.stem} ({tool}): running (budget {budget:.0f} s)")
-                rec = run_tt_point(ctx, p, budget) if tool == "tt" else run_vllm_point(ctx, p, vllm_python, budget)
+                _log(f"{p.stem} ({label}): running (budget {budget:.0f} s)")
+                try:
+                    rec = _run_one(ctx, p, tool, vllm_python, budget)
+                except ToolUnavailable as exc:
+                    _log(f"{p.stem} ({label}): NOT RUN: {exc}")
+                    not_run.append(f"{p.stem} ({exc})")
+                    continue
                 if rec is None:
-                    failed_points.append(f"{p.stem} ({tool})")
+                    failed_points.append(f"{p.stem} ({label})")
                     continue
                 if rec.get("interrupted") or stop.signum:
                     halt = "interrupted"
-                elif tool == "tt":
+                elif tool == "tt" and bench.tool == "ours":
                     halt = run_control.server_gone(rec_requests(ctx, rec))
             m = rec["metrics"]
-            _log(f"{p.stem} ({tool}): completed {m['completed']} failed {m['failed']} "
+            _log(f"{p.stem} ({label}): completed {m['completed']} failed {m['failed']} "
                  f"ttft {_fmt(m.get('mean_ttft_ms'))} ms tpot {_fmt(m.get('mean_tpot_ms'))} ms "
                  f"t/s/u {_fmt(m.get('tput_user'), 2)} failures {m.get('failures_by_class') or {}}"
                  + (f" PARTIAL (interrupted by {rec['interrupted']})" if rec.get("interrupted") else "")
@@ -532,13 +581,21 @@ def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: 
             if (rec.get("server_metrics") or {}).get("file"):
                 outputs.append(rec["server_metrics"]["file"])
             if m["completed"] == 0 and not rec.get("interrupted"):
-                failed_points.append(f"{p.stem} ({tool})")
+                failed_points.append(f"{p.stem} ({label})")
             elif (rec.get("workload") or {}).get("failed_check"):
-                failed_points.append(f"{p.stem} ({tool}): {rec['workload']['failed_check']}")
+                failed_points.append(f"{p.stem} ({label}): {rec['workload']['failed_check']}")
     ctx.invocation.write_outputs(outputs, failed_points=failed_points, skipped_points=skipped,
-                                 interrupted=stop.name or None)
+                                 not_run_points=not_run, interrupted=stop.name or None)
     print_table(records)
-    return closing_lines(records, failed_points, skipped, halt, stop)
+    return closing_lines(records, failed_points, skipped, halt, stop, not_run)
+
+
+def _run_one(ctx: Context, point: Point, slot: str, vllm_python: str | None, budget: float) -> dict | None:
+    """The point's own measurement (slot "tt": by our client, or by the tool= tool) or the side-by-side
+    `vllm bench serve` run (slot "vllm", tools=tt,vllm)."""
+    if slot != "tt":
+        return run_vllm_point(ctx, point, vllm_python, budget)
+    return run_tt_point(ctx, point, budget) if ctx.bench.tool == "ours" else run_tool_point(ctx, point, budget)
 
 
 def rec_requests(ctx: Context, rec: dict) -> list[dict]:
@@ -551,10 +608,12 @@ def rec_requests(ctx: Context, rec: dict) -> list[dict]:
 
 
 def closing_lines(records: list[dict], failed_points: list[str], skipped: list[str], halt: str | None,
-                  stop: StopSignals) -> int:
+                  stop: StopSignals, not_run: list[str] | None = None) -> int:
     """The last lines say why the run failed (failure classes and counts); returns the exit code."""
     if failed_points:
         _log(f"FAILED points (no request completed or tool error): {', '.join(failed_points)}")
+    if not_run:
+        _log(f"NOT RUN (the tool could not measure them): {'; '.join(not_run)}")
     if skipped:
         why = {"interrupted": f"interrupted by {stop.name}", None: "sweep budget"}.get(
             halt, f"the server is silent or unreachable ({halt} in the previous step)")
@@ -568,7 +627,7 @@ def closing_lines(records: list[dict], failed_points: list[str], skipped: list[s
                f"con={partial[0]['max_concurrency']}" if partial else ""
         _log(f"INTERRUPTED by {stop.name}{kept}; exit {stop.exit_code}")
         return stop.exit_code
-    return 1 if failed_points or skipped else 0
+    return 1 if failed_points or skipped or not_run else 0
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ BENCHMARK_ARGS: Mapping[str, str] = {
     "goodput": "SLOs for request_goodput, e.g. ttft:500,tpot:50,e2el:10000 (ms)",
     "tools": "tt (default) or tt,vllm / vllm: also run `vllm bench serve` over the same points",
     "vllm_python": "python of a venv with vllm installed (for tools=vllm); or env TT_VLLM_BENCH_PYTHON",
+    "tool": "ours (default) | vllm | aiperf | guidellm: the load generator that measures every point, run from its "
+            "own pinned venv against the same server with the same prompts (vllm: its own random prompts); "
+            "its point records name it",
     "budget_s": "hard wall-time budget for the whole sweep (s)",
     "point_budget_s": "hard wall-time budget per point (s)",
     "precision": "adaptive sample size: a point with an undecided required target sends more requests until "

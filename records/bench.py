@@ -213,7 +213,8 @@ class BenchPoint(TypedRecord):
     SCHEMA = SCHEMA
 
     model_id: str = described("Model id of the spec the point was run for.")
-    tool: str = described("Load generator: tt-bench (our client) or vllm-bench (`vllm bench serve`).")
+    tool: str = described("Load generator that measured the point: tt-bench (our client), vllm-bench "
+                          "(`vllm bench serve`), aiperf or guidellm (benchmarking/tools/).")
     point: PointParams = described("The point's parameters.", record=PointParams)
     metrics: BenchMetrics = described("Summary metrics of the measured requests.", record=BenchMetrics)
     served_model_name: str | None = described("Model name the requests carried.", None)
@@ -224,7 +225,15 @@ class BenchPoint(TypedRecord):
         "(records.judge.check_tier); the report judges again from the run's spec.", factory=dict)
     requests_file: str | None = described("Per-request rows (JSONL), relative to the run directory.", None)
     raw_file: str | None = described("The comparison tool's own result file, relative to the run directory.", None)
-    command: str | None = described("The comparison tool's command line.", None)
+    command: str | None = described("The comparison tool's command line (files of a side-by-side tools=vllm run).",
+                                    None)
+    tool_version: str | None = described("Version of the tool that measured the point (another tool than ours).",
+                                         None)
+    tool_command: str | None = described("The exact command that ran the tool for this point, the API key "
+                                         "redacted (another tool than ours).", None)
+    prompts_from: str | None = described(
+        "Who made the prompts of another tool's point: 'ours' (the prompts our client would send, given to the "
+        "tool as a dataset file) or 'tool' (the tool's own synthetic prompts of the same ISL/OSL).", None)
     prompt_check: dict[str, Any] | None = described(
         "How many prompts were re-tokenized to verify their length, and the largest drift.", None)
     percentiles: list[Any] | None = described("Percentiles written as pNN_<metric>_ms keys.", None)
@@ -323,7 +332,8 @@ class BenchPoint(TypedRecord):
 
 
 _FIRST = ("schema", "model_id", "served_model_name", "tool", "point", "started", "ended")
-_OMIT_WHEN_NONE = ("raw_file", "command", "prompt_check", "percentiles", "goodput_slos", "budget_exhausted",
+_OMIT_WHEN_NONE = ("raw_file", "command", "tool_version", "tool_command", "prompts_from", "prompt_check",
+                   "percentiles", "goodput_slos", "budget_exhausted",
                    "not_sent", "server_metrics", "warnings", "complete", "workload", "server_state", "sampling")
 
 

@@ -3,6 +3,7 @@
 
     python3 scripts/release_matrix.py --tier cpu --workflow-args mode=smoke --out DIR
     python3 scripts/release_matrix.py --tier nightly --executor k8s --out DIR   # Kubernetes objects
+    python3 scripts/release_matrix.py --tier cpu --workflow-args mode=ci --promote --apply --out DIR
     python3 scripts/release_matrix.py --list-tiers
 
 Tiers (``workflows/release_matrix.yaml``) select catalog specs by device and status. ``--executor
@@ -14,8 +15,16 @@ run id, date) and ``DIR/release_specs.json`` (the status each verdict supports).
 writes ``DIR/k8s/``: one Job per entry from the deploy workflow's manifests plus a collector, validated
 offline. ``--collect RUNS`` builds the table from run directories a cluster wrote (the collector).
 
+``--promote`` then reads the run history (``workflows/promotion.py``) and writes ``DIR/promotions.json``:
+per spec of the tier the status its last releases on its host class support (from, to, evidence run
+ids, reason). ``--apply`` writes those changes into the catalog as line-level edits (and bumps VERSION
+and the changed templates' ``version:``), regenerates ``docs/model_support.md`` from the catalog and
+writes ``DIR/release_notes.md``; ``--apply-to ROOT`` edits a copy of the repository instead (a dry
+run). ``--skip-run`` promotes from the history alone, running nothing.
+
 Exit codes: 0 every spec that ran passed (NOT RUN rows do not fail a tier); 3 a spec FAILED; 4 none
-failed but one is INCONCLUSIVE; 1 the k8s objects are invalid; 2 bad input; 130 interrupted.
+failed but one is INCONCLUSIVE; 1 the k8s objects are invalid; 2 bad input, or ``--promote`` could not
+read the history or ``--apply`` could not write its edit (a demotion is not an error); 130 interrupted.
 Like run.py, it runs on any Python >= 3.10 and re-executes itself in the orchestrator's venv.
 """
 from __future__ import annotations
@@ -43,6 +52,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--collect", type=Path, help="build the table from the run directories under this directory")
     p.add_argument("--matrix", type=Path, help="another matrix file (default workflows/release_matrix.yaml)")
     p.add_argument("--list-tiers", action="store_true", help="print the tiers and the specs each selects")
+    p.add_argument("--promote", action="store_true", help="write DIR/promotions.json from the run history")
+    p.add_argument("--apply", action="store_true", help="--promote: edit the catalog, regenerate "
+                   "docs/model_support.md, write DIR/release_notes.md")
+    p.add_argument("--apply-to", type=Path, help="--apply: the repository copy to edit (default this checkout)")
+    p.add_argument("--skip-run", action="store_true", help="--promote: run nothing, decide from the history")
+    p.add_argument("--runs", type=Path, action="append", default=[], help="--promote: run directories collected "
+                   "from other runners (a run's report is looked up by its run id here when its indexed path is gone)")
     return p.parse_args(argv)
 
 
@@ -75,7 +91,11 @@ def main(argv: list[str]) -> int:
     from workflows.catalog import load_catalog
     from workflows.release_matrix import MATRIX_PATH, MatrixError, load_matrix, tier_specs
 
+    if args.apply_to is not None:  # the dry run's catalog: read, run and edited there (workflows.catalog)
+        os.environ["TT_CATALOG_ROOT"] = str(args.apply_to.resolve())
     try:
+        if (args.apply or args.skip_run) and not args.promote or args.apply_to and not args.apply:
+            raise MatrixError("--apply and --skip-run go with --promote, --apply-to with --apply")
         matrix = load_matrix(args.matrix or MATRIX_PATH)
         catalog = load_catalog()
         if args.list_tiers:
@@ -112,6 +132,19 @@ def main(argv: list[str]) -> int:
         print(f"tier {tier.name}: {len(rendered) - 1} entry Job(s) and a collector, {len(written)} files, valid; "
               f"apply with: kubectl apply -f {args.out / 'k8s' / 'all.yaml'}")
         return 0
+    if args.skip_run:
+        code = 0
+    else:
+        code = _run_tier(args, matrix, tier, specs, workflow_args, host, mode)
+    if args.promote and code != 130:
+        promoted = _promote(args, matrix, tier, specs)
+        return promoted if promoted else code
+    return code
+
+
+def _run_tier(args, matrix, tier, specs, workflow_args, host: str, mode: str) -> int:
+    """Run (or collect) the tier and write the support table; the tier's exit code."""
+    from workflows.catalog import load_catalog
     from workflows.release_matrix import EntryResult, run_tier
     from workflows.support_table import write_outputs
 
@@ -119,8 +152,9 @@ def main(argv: list[str]) -> int:
         from workflows.matrix_k8s import entry_job_name, entry_options
 
         results = []
+        every = list(load_catalog().specs.values())
         for spec in specs:
-            options = entry_options(spec, tier, args.namespace, "", mode, list(catalog.specs.values()))
+            options = entry_options(spec, tier, args.namespace, "", mode, every)
             run_dir = args.collect / entry_job_name(spec, options)
             results.append(EntryResult(spec, run_dir=run_dir) if run_dir.is_dir() else EntryResult(
                 spec, not_run=f"no run directory {run_dir.name} was collected (its Job did not run here)"))
@@ -138,6 +172,53 @@ def main(argv: list[str]) -> int:
     if interrupted:
         return 130
     return 3 if "FAIL" in verdicts else 4 if "INCONCLUSIVE" in verdicts else 0
+
+
+def _promote(args, matrix, tier, specs) -> int:
+    """Proposals from the run history (DIR/promotions.json), then ``--apply``; 0, or 2 when that failed."""
+    from history.store import HistoryError, open_store
+    from workflows.promotion import proposals, spec_evidence, write_promotions
+
+    try:
+        with open_store() as store:
+            evidence = spec_evidence(store, specs, tier.workflow, search=tuple(args.runs))
+    except HistoryError as exc:
+        print(f"release_matrix.py: error: --promote: {exc}", file=sys.stderr)
+        return 2
+    found = proposals(specs, evidence, matrix.releases)
+    path = write_promotions(args.out, tier.name, matrix.releases, found, evidence)
+    for p in found:
+        print(f"  {p.decision:8} {p.model} {p.device} {p.impl}: {p.from_status} -> {p.to_status} ({p.reason})")
+    print(f"wrote {path}")
+    return _apply(args, matrix, tier, specs, found, evidence) if args.apply else 0
+
+
+def _apply(args, matrix, tier, specs, found, evidence) -> int:
+    """The catalog edits, docs/model_support.md and DIR/release_notes.md (``workflows.release_docs``)."""
+    from workflows.catalog import load_catalog_from
+    from workflows.catalog_edit import CatalogEditError, apply_statuses
+    from workflows.release_docs import DOC_PATH, render_release_notes, render_support_doc, repo_commit
+
+    root = (args.apply_to or REPO).resolve()
+    by_id = {s.model_id: s for s in specs}
+    try:
+        version, written = apply_statuses(root, [(by_id[p.spec_id], p.to_status) for p in found
+                                                 if p.decision != "keep"])
+    except (CatalogEditError, OSError) as exc:
+        print(f"release_matrix.py: error: --apply: {exc}", file=sys.stderr)
+        return 2
+    version = version or (root / "VERSION").read_text(encoding="utf-8").strip()
+    catalog = load_catalog_from(root / "workflows" / "model_specs", version)
+    doc = root / DOC_PATH
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(render_support_doc(list(catalog.specs.values()), version, evidence), encoding="utf-8")
+    now = [catalog.specs[s.model_id] for s in specs if s.model_id in catalog.specs]
+    notes = args.out / "release_notes.md"
+    notes.write_text(render_release_notes(version, tier.name, matrix.releases, now, found, evidence,
+                                          repo_commit()), encoding="utf-8")  # the code's commit
+    changed = ", ".join(str(p.relative_to(root)) for p in written) or "nothing (no status change)"
+    print(f"release {version}: changed {changed}; regenerated {doc}; wrote {notes}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from contracts.model_spec import (
 )
 
 SPECS_DIR = REPO_ROOT / "workflows" / "model_specs"
+CATALOG_ROOT_ENV = "TT_CATALOG_ROOT"
 PERF_REFERENCE_PATH = REPO_ROOT / "benchmarking" / "benchmark_targets" / "model_performance_reference.json"
 # Tier -> fraction of the theoretical peak (TTFT is divided by it, throughputs multiplied).
 PERF_TIERS: dict[str, float] = {"functional": 0.10, "complete": 0.50, "target": 1.0}
@@ -165,6 +166,7 @@ class _Template:
     repacked: bool
     served_override: str | None
     known_issues: list[KnownIssue]
+    version: str | None  # the release that last changed this template (``version:``), else the project's
     extras: dict[str, Any]  # the optional keys given: min_disk_gb, min_ram_gb, readiness_timeout_s, ...
 
 
@@ -209,6 +211,7 @@ def _parse_template(template: dict[str, Any], impls: dict[str, ImplSpec]) -> _Te
         repacked=bool(template.pop("repacked", False)),
         served_override=template.pop("served_model_name", None),
         known_issues=[KnownIssue(**k) for k in template.pop("known_issues", [])],
+        version=str(template.pop("version")) if template.get("version") is not None else None,
         extras={k: template.pop(k) for k in ("min_disk_gb", "min_ram_gb", "readiness_timeout_s",
                                              "weights_source", "supported_modalities", "model_type",
                                              "docker_options")
@@ -286,7 +289,7 @@ def _model_spec(t: _Template, repo: str, model_name: str, params: float | None, 
         vllm_commit=t.vllm_commit,
         docker_image=docker_image,
         status=ModelStatus[entry_status],
-        version=version,
+        version=t.version or version,  # the image is built per project release, the spec moves on its own
         param_count=params,
         min_disk_gb=min_disk,
         min_ram_gb=min_ram,
@@ -302,13 +305,21 @@ def _model_spec(t: _Template, repo: str, model_name: str, params: float | None, 
     )
 
 
-@lru_cache(maxsize=1)
-def _load_catalog_cached(perf_path: str) -> Catalog:
+@lru_cache(maxsize=2)
+def _load_catalog_cached(perf_path: str, root: str) -> Catalog:
+    if not root:
+        return load_catalog_from(SPECS_DIR, project_version(), perf_path)
+    version = (Path(root) / "VERSION").read_text().strip()
+    return load_catalog_from(Path(root) / "workflows" / "model_specs", version, perf_path)
+
+
+def load_catalog_from(specs_dir: Path, version: str, perf_path: str | None = None) -> Catalog:
+    """The catalog of another copy of the templates (uncached): the release automation renders the docs
+    from the catalog it has just edited, which may be a copy (a dry run) rather than this checkout's."""
     impls = _load_impls()
-    version = project_version()
-    perf_refs = load_perf_references(perf_path)
+    perf_refs = load_perf_references(perf_path or str(perf_reference_path()))
     specs: dict[str, ModelSpec] = {}
-    for path in sorted(SPECS_DIR.glob("*.yaml")):
+    for path in sorted(Path(specs_dir).glob("*.yaml")):
         if path.name == "impls.yaml":
             continue
         for template in _yaml_load(path.read_text()).get("templates", []):
@@ -318,5 +329,7 @@ def _load_catalog_cached(perf_path: str) -> Catalog:
 
 
 def load_catalog() -> Catalog:
-    """The expanded catalog (cached per targets file; specs are copied before mutation)."""
-    return _load_catalog_cached(str(perf_reference_path()))
+    """The expanded catalog (cached per targets file; specs are copied before mutation). ``TT_CATALOG_ROOT``
+    names another copy of the repository whose templates and VERSION to read: a release's dry run edits a
+    copy, and the runs it makes must be judged at the statuses of that copy."""
+    return _load_catalog_cached(str(perf_reference_path()), os.environ.get(CATALOG_ROOT_ENV, ""))

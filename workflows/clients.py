@@ -160,7 +160,20 @@ def child_env(ctx: RunContext) -> dict[str, str]:
         env["TT_SERVER_CONTAINER"] = ctx.server.name  # stress_tests samples its memory with docker stats
     for name in OFFLINE_ENV:
         env.setdefault(name, "1")
+    env.update(tool_executables(ctx))
     return env
+
+
+def tool_executables(ctx: RunContext) -> dict[str, str]:
+    """``TT_<TOOL>_BIN`` for the load generator ``tool=`` names, from the venv ``prepare_venvs`` built for it (a
+    value the user set is kept: a tool installed elsewhere)."""
+    from benchmarking.tools import TOOLS, bin_variable, module
+
+    tool = ctx.options.workflow_args.get("tool", "ours")
+    if tool not in TOOLS or bin_variable(tool) in os.environ:
+        return {}
+    python = ctx.venv_pythons.get(str(module(tool).VENV))
+    return {bin_variable(tool): str(python.parent / module(tool).EXECUTABLE)} if python else {}
 
 
 def _server_we_watch(ctx: RunContext, workflow: WorkflowType):

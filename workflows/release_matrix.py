@@ -62,6 +62,8 @@ class Tier:
 class Matrix:
     tiers: dict[str, Tier]
     required_tiers: dict[str, tuple[str, ...]]
+    #: Clean releases in a row a status change needs (``promotion.releases``; workflows/promotion.py).
+    releases: int = 2
 
     def required_for(self, device: str) -> tuple[str, ...]:
         return self.required_tiers.get(device, self.required_tiers.get("default", ()))
@@ -97,7 +99,10 @@ def load_matrix(path: Path = MATRIX_PATH) -> Matrix:
         missing = [n for n in names if n not in tiers]
         if missing:
             raise MatrixError(f"promotion.required_tiers.{device} names unknown tier(s): {', '.join(missing)}")
-    return Matrix(tiers, required)
+    releases = (data.get("promotion") or {}).get("releases", 2)
+    if not isinstance(releases, int) or isinstance(releases, bool) or releases < 1:
+        raise MatrixError(f"promotion.releases is {releases!r}: a whole number of releases, 1 or more")
+    return Matrix(tiers, required, releases)
 
 
 def _names(value) -> tuple[str, ...] | None:

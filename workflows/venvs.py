@@ -68,6 +68,9 @@ VENV_SPECS: dict[str, VenvSpec] = {
     for spec in (
         VenvSpec("run", "run.txt", ("rich", "yaml", "jwt", "requests", "docker")),
         VenvSpec("benchmarks", "benchmarks.txt", ("tokenizers", "uvloop")),
+        # other load generators a benchmarks point can be driven by (tool=, benchmarking/tools/)
+        VenvSpec("aiperf", "aiperf.txt", ("aiperf", "transformers"), min_python=(3, 10)),
+        VenvSpec("guidellm", "guidellm.txt", ("guidellm", "torch"), needs_torch_cpu=True),
         VenvSpec("evals", "evals.txt", ("lm_eval",)),
         # lm-eval's in-process `hf` backend on the served weights: the accuracy reference that no
         # serving code touches (scripts/measure_inprocess_reference.py); not used by a release.

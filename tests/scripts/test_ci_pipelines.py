@@ -1,4 +1,4 @@
-"""The GitHub Actions pipelines of the release matrix (nightly, weekly, release on tag) pass actionlint,
+"""The GitHub Actions pipelines of the release matrix (nightly, weekly, release on tag, promote) pass actionlint,
 and each calls the matrix with a tier that exists.
 
 actionlint runs through scripts/ci/actionlint.py (the binary when installed, else its pinned
@@ -40,7 +40,8 @@ def actionlint():
 
 
 def test_the_pipelines_pass_actionlint(actionlint) -> None:
-    assert {p.name for p in PIPELINES} == {"release-nightly.yml", "release-weekly.yml", "release-on-tag.yml"}
+    assert {p.name for p in PIPELINES} == {"release-nightly.yml", "release-weekly.yml", "release-on-tag.yml",
+                                           "release-promote.yml"}
     assert actionlint.lint(PIPELINES) == []
 
 
