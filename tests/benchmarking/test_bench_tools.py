@@ -138,16 +138,18 @@ def test_every_tool_module_has_what_the_driver_needs():
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_run_py_smoke_with_aiperf_against_the_real_cpu_server():
-    """Slow: run.py starts (or reuses) the real vLLM CPU server and AIPerf measures the smoke points (1-2 min).
+def test_run_py_smoke_with_aiperf_against_the_real_cpu_server(real_cpu_server, tmp_path):
+    """Slow: AIPerf measures the smoke points of the session's real vLLM CPU server through run.py (about 1 min).
 
     The README's command with tool=aiperf ends with a verdict judged from point records that name aiperf."""
     cmd = [sys.executable, str(REPO_ROOT / "run.py"), "--model", "SmolLM2-135M-Instruct", "--device", "cpu",
-           "--local-server", "--workflow", "benchmarks", "--workflow-args", "mode=smoke tool=aiperf"]
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500, stdin=subprocess.DEVNULL)
+           "--server-url", real_cpu_server.base_url, "--workflow", "benchmarks", "--output-dir", str(tmp_path / "run"),
+           "--workflow-args", "mode=smoke tool=aiperf"]
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500, stdin=subprocess.DEVNULL,
+                          env=dict(os.environ, API_KEY=real_cpu_server.api_key))
     out = proc.stdout + proc.stderr
     assert proc.returncode in (0, 4) and "VERDICT: " in out, out[-4000:]   # PASS, or INCONCLUSIVE on few samples
-    run_dir = Path(proc.stdout.strip().splitlines()[-1].split(": ", 1)[1])
+    run_dir = tmp_path / "run"
     points = sorted((run_dir / "benchmarks").glob("point_*.json"))
     assert points and all(BenchPoint.read(str(p)).tool == "aiperf" for p in points)
     assert all(BenchPoint.read(str(p)).metrics.completed for p in points)
