@@ -46,6 +46,9 @@ class BenchArgs:
     goodput: dict[str, float] = field(default_factory=dict)
     tools: list[str] = field(default_factory=lambda: ["tt"])
     tool: str = "ours"  # the load generator that measures every point (benchmarking/tools/)
+    agreement: str | None = None  # a tool measured against ours at each judged point (benchmarking/agreement.py)
+    agreement_band: float = 0.10  # the noise band of its decisions (share)
+    agreement_cycles: int = 4  # the most ABBA cycles per point
     vllm_python: str | None = None
     budget_s: float | None = None
     point_budget_s: float | None = None
@@ -140,6 +143,7 @@ def parse_workflow_args(raw: dict) -> BenchArgs:
     _check_workload(args, raw)
     _check_cross_keys(args, raw)
     _check_tool(args, raw)
+    _check_agreement(args, raw)
     return args
 
 
@@ -185,6 +189,30 @@ def _check_tool(args: BenchArgs, raw: dict) -> None:
     if args.tool == "vllm" and (args.body_fields or args.dataset != "random"):
         raise BenchArgError("tool=vllm sends its own random prompts: dataset= and request body fields "
                             "need tool=ours, aiperf or guidellm")
+
+
+def _check_agreement(args: BenchArgs, raw: dict) -> None:
+    """agreement= compares our client with a tool point by point: our client must be the point's measurer,
+    its keys need agreement= itself, and only plain independent prompts can be sent alike by both."""
+    for key in ("agreement_band", "agreement_cycles"):
+        if key in raw and args.agreement is None:
+            raise BenchArgError(f"{key}= applies to agreement=TOOL only")
+    if args.agreement is None:
+        return
+    if args.tool != "ours":
+        raise BenchArgError(f"agreement={args.agreement} compares the tool with our client: it needs tool=ours "
+                            f"(this run has tool={args.tool})")
+    if args.workload or args.ramp or args.burstiness != 1.0:
+        raise BenchArgError(f"agreement={args.agreement} sends independent prompts at the point's concurrency: "
+                            "workload=, ramp= and burstiness= apply to our client alone")
+    if args.agreement == "vllm" and (args.body_fields or args.dataset != "random"):
+        raise BenchArgError("agreement=vllm: `vllm bench serve` sends its own random prompts; dataset= and request "
+                            "body fields cannot reach it")
+    if not 0 < args.agreement_band < 1:
+        raise BenchArgError(f"agreement_band={args.agreement_band:g} must be a share between 0 and 1 (e.g. 0.1)")
+    if args.agreement_cycles < 2:
+        raise BenchArgError(f"agreement_cycles={args.agreement_cycles} must be >= 2 (the first look comes after "
+                            "the second ABBA cycle)")
 
 
 def _one_of(choices: tuple[str, ...]) -> Callable[[str, str], str]:
@@ -287,6 +315,7 @@ def _think_time(key: str, value: str) -> float:
 _VALUE_PARSERS: dict[str, Callable[[str, str], Any]] = {
     "mode": _one_of(MODES), "only_targets": _bool, "points": _points, "percentiles": _percentiles,
     "goodput": _goodput, "tools": _tools, "tool": _one_of(TOOL_CHOICES), "vllm_python": _text,
+    "agreement": _one_of(TOOL_CHOICES), "agreement_band": _float, "agreement_cycles": _count,
     "perf_tiers": _one_of(PERF_TIERS),
     "precision": _sampling, "sample_budget_s": _sampling,
     **dict.fromkeys(("budget_s", "point_budget_s", "request_timeout_s", "stall_timeout_s"), _float),

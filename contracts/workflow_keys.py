@@ -29,6 +29,13 @@ BENCHMARK_ARGS: Mapping[str, str] = {
     "tool": "ours (default) | vllm | aiperf | guidellm: the load generator that measures every point, run from its "
             "own pinned venv against the same server with the same prompts (vllm: its own random prompts); "
             "its point records name it",
+    "agreement": "ours | vllm | aiperf | guidellm: also measure each judged point with our client and this tool in "
+                 "interleaved ABBA blocks and decide, per metric (mean TTFT, mean TPOT, output tokens/s), whether "
+                 "they agree (verdict checks 'agreement <metric> <point> <tool>'); ours measures our own "
+                 "run-to-run band",
+    "agreement_band": "agreement: the noise band, a share (default 0.1): agree when the ratio's 95% interval lies "
+                      "within [1/(1+band), 1+band], disagree when wholly outside",
+    "agreement_cycles": "agreement: the most ABBA cycles per point (default 4; looks after each from the second)",
     "budget_s": "hard wall-time budget for the whole sweep (s)",
     "point_budget_s": "hard wall-time budget per point (s)",
     "precision": "adaptive sample size: a point with an undecided required target sends more requests until "

@@ -55,6 +55,9 @@ Rules (documented in the report legend too):
   spec on its host) adds one check per compared metric (category ``comparison``); a metric whose
   whole 95% interval of the ratio lies beyond the tolerance is ``regressed`` and blocks, unless the
   run says ``on_regression=warn`` (then it is a note). Noise never blocks: the interval decides.
+* The agreement of two load generators (``--workflow-args agreement=TOOL``) adds one check per metric and
+  judged point (category ``agreement``): decided on the 95% interval of the ratio tool / ours against the
+  noise band, shown and not required (it judges the tools, not the model); a disagreement is a note.
 * ``known_issues`` waivers in the model spec turn a blocker into a waived item carrying the
   waiver's reason. A waiver matches on ``workflow`` == blocker category and ``task`` == the
   item (point key or eval task) or ``"*"``. A crashed step is only waived by naming it
@@ -68,6 +71,8 @@ from typing import Any, Iterable, Sequence
 
 from contracts.intervals import INCONCLUSIVE
 from contracts.model_spec import read_known_issues
+from records.agreement import AgreementMetric
+from records.judge_agreement import agreement_checks
 from records.judge_benchmarks import (
     BOOTSTRAP_ITERATIONS,
     TARGET_CHECKS,
@@ -194,7 +199,8 @@ class JudgeInput:
     ``perf_tiers`` (``--workflow-args perf_tiers=``) caps the performance tiers required at that one:
     the tiers above it are still measured, decided and shown, as checks that are not required.
     ``judged_on``: the run's date (ISO; the manifest's start), on which the waivers' expiry is judged, so a
-    report rebuilt later decides as it did then (today when None).
+    report rebuilt later decides as it did then (today when None). ``agreement``: the metrics of the run's
+    agreement records (``--workflow-args agreement=``; ``records.judge_agreement``: shown, not required).
     Any iterable given for a sequence field is read once, into a list."""
 
     model_status: Any
@@ -217,10 +223,11 @@ class JudgeInput:
     mode: str | None = None
     perf_tiers: str | None = None
     judged_on: str | None = None
+    agreement: Sequence[AgreementMetric] = ()
 
     def __post_init__(self) -> None:
         for name in ("steps", "targets", "evals", "record_problems", "benchmarks", "notes", "media",
-                     "section_checks"):
+                     "section_checks", "agreement"):
             setattr(self, name, list(getattr(self, name)))
 
 
@@ -256,6 +263,8 @@ def decide(judge_input: JudgeInput | None = None, /, **fields: Any) -> Verdict:
     sections.append(judge_sections(inp.tests, inp.stress_tests, inp.section_checks))
     if inp.comparison is not None:
         sections.append(judge_comparison(inp.comparison))
+    if inp.agreement:
+        sections.append(agreement_checks(inp.agreement))
     checks = [check for section in sections for check in section.checks]
     notes.extend(note for section in sections for note in section.notes)
     blockers, waived = apply_waivers([b for section in sections for b in section.blockers], checks, waivers)

@@ -23,6 +23,7 @@ from typing import Any
 
 from contracts.typed_record import RecordError, TypedRecord, described
 from contracts.workflow_keys import PERF_TIERS
+from records.agreement import AgreementMetric
 from records.bench import PointSampling, format_classes
 from records.distribution import Distribution
 from records.bench_timeline import PointTimeline
@@ -436,7 +437,7 @@ class Check(TypedRecord):
                           "complete', 'images_per_s image_con-1 functional', 'error_rate <point>', "
                           "'batch_divergence <tests record>', 'latency_drift_pct <stress point>', "
                           "'capacity goodput <metric> <level>', 'accuracy <task>'.")
-    category: str = described("Section: evals, benchmarks, tests, stress_tests or comparison.")
+    category: str = described("Section: evals, benchmarks, tests, stress_tests, comparison or agreement.")
     item: str = described("Eval task, point key, or the tests / stress record the check belongs to (what a "
                           "known_issues waiver names).")
     required: bool = described("The check counts towards the verdict (an inconclusive required check makes "
@@ -600,6 +601,10 @@ class ReportRecord(TypedRecord):
     comparison: Comparison | None = described(
         "This run against a baseline run (--compare-to; a release compares with the last run of the same spec "
         "and host by default).", None, record=Comparison)
+    agreement: list[AgreementMetric] = described(
+        "Our client against another load generator at each judged point (--workflow-args agreement=TOOL): per "
+        "metric the ratio tool / ours with its 95% interval and agree / disagree / inconclusive.", factory=list,
+        record_list=AgreementMetric)
     pricing: Pricing | None = described("The machine's price and the cost of a token at capacity (--workflow-args "
                                         "hourly_cost); null when the run gave no price.", None, record=Pricing)
 

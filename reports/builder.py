@@ -16,6 +16,7 @@ from typing import Any, Callable
 from contracts.model_spec import ModelSpec
 from contracts.typed_record import RecordError, TypedRecord
 from contracts.workflow_args import parse_workflow_args
+from records.agreement import AgreementMetric, AgreementRecord
 from records.bench import BenchPoint, point_key
 from records.evals import EvalRecord
 from records import judge
@@ -297,6 +298,17 @@ def _read_benchmarks(run_dir: Path, problems: list[str]
     return rows, points
 
 
+def _read_agreement(run_dir: Path, problems: list[str]) -> list[AgreementMetric]:
+    """The metrics of every ``benchmarks/*.agreement.json`` (``--workflow-args agreement=``), point order."""
+    out: list[AgreementMetric] = []
+    for path in sorted((run_dir / "benchmarks").glob("point_*.agreement.json")):
+        try:
+            out += AgreementRecord.read(path).metrics
+        except (RecordError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            problems.append(f"{path.relative_to(run_dir).as_posix()}: {exc}")
+    return out
+
+
 def _target_intervals(run_dir: Path, row: TargetRow, point: BenchPoint) -> None:
     """The row's 95% intervals of its target metrics, from the point's per-request file
     (``judge.target_estimates``, the estimate the benchmark's adaptive stop uses too)."""
@@ -520,7 +532,7 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
     record = ReportRecord(
         metadata=_metadata(manifest, spec, cli_args, steps),
         verdict=Verdict(result="INCONCLUSIVE"), benchmarks=benchmarks, targets=targets, evals=evals, media=media,
-        tests=tests, stress_tests=stress, sections_not_run=not_run)
+        tests=tests, stress_tests=stress, sections_not_run=not_run, agreement=_read_agreement(run_dir, problems))
     record.comparison = compare(record) if compare is not None else None
     price_note = price(record, {"hourly_cost": _workflow_arg(cli_args, "hourly_cost"),
                                 "currency": _workflow_arg(cli_args, "currency"), **(workflow_args or {})},
@@ -533,6 +545,7 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
         notes=[n for n in (allowance_note, price_note) if n], media=media, comparison=record.comparison,
         points_chosen=_points_chosen(workflow, cli_args), mode=_run_mode(cli_args),
         perf_tiers=_workflow_arg(cli_args, "perf_tiers"), judged_on=_str(manifest.get("started")),
+        agreement=record.agreement,
         section_checks=section_checks(test_records.get("tests_record.json"), stress_records.get("stress_record.json"),
                                       stress_records.get("capacity_record.json"),
                                       spec.device_model_spec.max_batch_divergence)))

@@ -11,7 +11,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from reports import comparison_views, plots, views
+from reports import agreement_views, comparison_views, plots, views
 from reports import timeline_plots
 from reports.legend import legend
 from reports.media_views import media_tables, target_lines
@@ -79,6 +79,11 @@ def render_html(record: ReportRecord) -> str:
                                for row in comparison_views.comparison_rows(record.comparison)]},
             "notes": record.comparison.notes,
             "trend": Markup(comparison_views.trend_plot(record.comparison))},
+        "agreement": None if not record.agreement else {
+            "line": agreement_views.header_line(record.agreement),
+            "table": {"headers": [h for h, _ in agreement_views.AGREEMENT_COLUMNS],
+                      "rows": [[(c, "bad" if c == "DISAGREE" else "good" if c == "agree" else "") for c in row]
+                               for row in agreement_views.agreement_rows(record.agreement)]}},
         "check": views.check,
         "series_plot": lambda t: Markup(plots.endurance_plots(t.series, t.title.split(":")[0])),
         "num": views.num,

@@ -1,7 +1,7 @@
 """``report.md``: the release report a model owner reads in a PR or on GitHub."""
 from __future__ import annotations
 
-from reports import comparison_views, views
+from reports import agreement_views, comparison_views, views
 from reports.legend import legend
 from reports.media_views import cost_notes, media_tables, sampling_notes, target_lines
 from records.report import ReportRecord, Section
@@ -46,6 +46,7 @@ def render_markdown(record: ReportRecord) -> str:
     out = [f"# Release report: {title}", "", f"**{views.verdict_line(record)}**", ""]
     out += _verdict_lines(record)
     out += _comparison_lines(record)
+    out += _agreement_lines(record)
     out += _metadata_lines(record)
     out += _benchmark_lines(record)
     out += _performance_target_lines(record)
@@ -96,6 +97,14 @@ def _comparison_lines(record: ReportRecord) -> list[str]:
            table([h for h, _ in comparison_views.COMPARISON_COLUMNS], comparison_views.comparison_rows(c)), ""]
     out += [f"- {n}" for n in c.notes] + ([""] if c.notes else [])
     return out
+
+
+def _agreement_lines(record: ReportRecord) -> list[str]:
+    if not record.agreement:
+        return []
+    return ["## Tools agree", "", agreement_views.header_line(record.agreement), "",
+            table([h for h, _ in agreement_views.AGREEMENT_COLUMNS], agreement_views.agreement_rows(record.agreement)),
+            ""]
 
 
 def _metadata_lines(record: ReportRecord) -> list[str]:

@@ -165,15 +165,24 @@ def child_env(ctx: RunContext) -> dict[str, str]:
 
 
 def tool_executables(ctx: RunContext) -> dict[str, str]:
-    """``TT_<TOOL>_BIN`` for the load generator ``tool=`` names, from the venv ``prepare_venvs`` built for it (a
-    value the user set is kept: a tool installed elsewhere)."""
-    from benchmarking.tools import TOOLS, bin_variable, module
+    """``TT_<TOOL>_BIN`` for the load generators ``tool=`` and ``agreement=`` name, from the venvs
+    ``prepare_venvs`` built for them (a value the user set is kept: a tool installed elsewhere)."""
+    from benchmarking.tools import bin_variable, module
 
-    tool = ctx.options.workflow_args.get("tool", "ours")
-    if tool not in TOOLS or bin_variable(tool) in os.environ:
-        return {}
-    python = ctx.venv_pythons.get(str(module(tool).VENV))
-    return {bin_variable(tool): str(python.parent / module(tool).EXECUTABLE)} if python else {}
+    out = {}
+    for tool in load_tools(ctx):
+        python = ctx.venv_pythons.get(str(module(tool).VENV))
+        if bin_variable(tool) not in os.environ and python:
+            out[bin_variable(tool)] = str(python.parent / module(tool).EXECUTABLE)
+    return out
+
+
+def load_tools(ctx: RunContext) -> list[str]:
+    """The other load generators the run's workflow args name (tool=, agreement=), in that order."""
+    from benchmarking.tools import TOOLS
+
+    args = ctx.options.workflow_args
+    return list(dict.fromkeys(t for t in (args.get("tool"), args.get("agreement")) if t in TOOLS))
 
 
 def _server_we_watch(ctx: RunContext, workflow: WorkflowType):

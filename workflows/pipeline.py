@@ -117,17 +117,17 @@ def prepare_host(ctx: RunContext) -> str:
     return f"weights from {ctx.host.source}: {ctx.host.weights_dir}"
 
 
-def load_tool_venv(ctx: RunContext, workflows: list[WorkflowType] | None) -> str | None:
-    """The venv of the load generator ``--workflow-args tool=`` names (aiperf, guidellm, vllm), when the run's
-    benchmarks step uses one: built here with the others, so a client never builds venvs itself
-    (``workflows.clients.child_env`` hands it its executable)."""
-    from benchmarking.tools import TOOLS, module
+def load_tool_venvs(ctx: RunContext, workflows: list[WorkflowType] | None) -> list[str]:
+    """The venvs of the load generators ``--workflow-args tool=`` and ``agreement=`` name (aiperf, guidellm,
+    vllm), when the run's benchmarks step uses them: built here with the others, so a client never builds
+    venvs itself (``workflows.clients.child_env`` hands it their executables)."""
+    from benchmarking.tools import module
+    from workflows.clients import load_tools
 
     chosen = runnable_clients(ctx) if workflows is None else workflows
-    tool = ctx.options.workflow_args.get("tool", "ours")
-    if WorkflowType.BENCHMARKS not in chosen or tool not in TOOLS:
-        return None
-    return str(module(tool).VENV)
+    if WorkflowType.BENCHMARKS not in chosen:
+        return []
+    return list(dict.fromkeys(str(module(tool).VENV) for tool in load_tools(ctx)))
 
 
 def prepare_venvs(ctx: RunContext, workflows: list[WorkflowType] | None = None) -> str:
@@ -138,9 +138,7 @@ def prepare_venvs(ctx: RunContext, workflows: list[WorkflowType] | None = None) 
                                if w in scripts))
     if ctx.server_mode is ServerMode.LOCAL and ctx.spec.device_type is DeviceType.CPU:
         names.insert(0, "media-server" if ctx.spec.engine is InferenceEngine.MEDIA else "engine-vllm-cpu")
-    tool_venv = load_tool_venv(ctx, workflows)
-    if tool_venv and tool_venv not in names:
-        names.append(tool_venv)
+    names += [venv for venv in load_tool_venvs(ctx, workflows) if venv not in names]
     built = []
     for name in names:
         try:

@@ -1,6 +1,10 @@
 """Fixtures for benchmark tests: the stub server (through ``fake_server_process``) and a tiny real tokenizer."""
 from __future__ import annotations
 
+import json
+import os
+import shutil
+
 import pytest
 
 
@@ -27,3 +31,14 @@ def tiny_tokenizer_dir(tmp_path_factory):
     tok.save(str(d / "tokenizer.json"))
     return str(d)
 
+
+@pytest.fixture(scope="session")
+def hf_tokenizer_dir(tiny_tokenizer_dir, tmp_path_factory):
+    """The tiny tokenizer as a directory transformers' AutoTokenizer loads offline (the load generators of
+    benchmarking/tools/ need one)."""
+    d = tmp_path_factory.mktemp("hf_tok")
+    shutil.copy(os.path.join(tiny_tokenizer_dir, "tokenizer.json"), d / "tokenizer.json")
+    (d / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "eos_token": "<|eot|>",
+        "bos_token": "<|eot|>", "model_max_length": 4096}))
+    return str(d)

@@ -1,0 +1,71 @@
+"""Agreement of two load generators (``--workflow-args agreement=TOOL``): the ABBA block loop.
+
+Each judged point is measured again, after its own measurement, in blocks of the point's size sent
+alternately by our client (A) and the named tool (B) in the order A B B A, cycle after cycle, until
+every metric's ratio is decided against the noise band or the cycles or the point's time run out
+(the statistic and its stopping rule: ``records.agreement``). The block measurement is a callable, so
+the loop is the same in the workflow and in the simulation test that measures its error rates.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from records.agreement import (
+    MIN_CYCLES,
+    AgreementBlock,
+    AgreementRecord,
+    abba_order,
+    agreement_stop,
+    judge_metrics,
+    settle,
+)
+
+#: Measure one block: (side "A" ours | "B" the tool, block index) -> the block. Raises to stop the run.
+MeasureBlock = Callable[[str, int], AgreementBlock]
+
+
+class BlockFailed(RuntimeError):
+    """A block could not be measured (the tool could not run, or no request completed); one line."""
+
+
+def run_abba(record: AgreementRecord, measure: MeasureBlock, deadline: float | None = None,
+             interrupted: Callable[[], bool] = lambda: False) -> AgreementRecord:
+    """Fill ``record`` (point, tool, band, max_cycles set) with blocks in ABBA order and decide its metrics.
+
+    Looks after each whole cycle from ``MIN_CYCLES`` on; stops when every metric is decided (``decided``),
+    when the cycles end or the next cycle would not finish before ``deadline`` (``budget``: time.monotonic
+    seconds, judged from the mean block time so far), on a signal (``interrupted``) or when a block fails
+    (``failed``, the reason in ``notes``). The metrics are decided on what was measured in every case."""
+    looks, stopped = 0, "budget"
+    order = abba_order(record.max_cycles)
+    started = time.monotonic()
+    for index, side in enumerate(order):
+        if interrupted():
+            stopped = "interrupted"
+            break
+        if index % 4 == 0 and index and deadline is not None:
+            per_block = (time.monotonic() - started) / index
+            if time.monotonic() + 4 * per_block > deadline:
+                record.notes.append(f"the point's time budget ends before cycle {index // 4 + 1}: stopped after "
+                                    f"{index // 4} cycles")
+                break
+        try:
+            record.blocks.append(measure(side, index))
+        except BlockFailed as exc:
+            record.notes.append(f"block {index} ({'ours' if side == 'A' else record.tool}) failed: {exc}")
+            stopped = "failed"
+            break
+        cycle_done = (index + 1) % 4 == 0
+        if cycle_done and (index + 1) // 4 >= MIN_CYCLES:
+            looks += 1
+            record.metrics = judge_metrics(record.point, record.tool, record.blocks, record.band, record.max_cycles,
+                                           looks)
+            if agreement_stop(record.metrics):
+                stopped = "decided"
+                break
+    if not record.metrics or stopped != "decided":
+        whole = record.blocks[:len(record.blocks) - len(record.blocks) % 2]  # an unpaired last block is left out
+        record.metrics = judge_metrics(record.point, record.tool, whole, record.band, record.max_cycles,
+                                       max(looks, 1))
+    return settle(record, stopped)
