@@ -1,8 +1,9 @@
 """Agreement of two load generators (``--workflow-args agreement=TOOL``): the ABBA block loop.
 
-Each judged point is measured again, after its own measurement, in blocks of the point's size sent
-alternately by our client (A) and the named tool (B) in the order A B B A, cycle after cycle, until
-every metric's ratio is decided against the noise band or the cycles or the point's time run out
+Each judged point is measured again, after the sweep's own measurements (which it never starves: the
+points share what the sweep budget leaves, equally), in blocks of the point's size sent alternately by
+our client (A) and the named tool (B) in the order A B B A, cycle after cycle, until every metric's
+ratio is decided against the noise band or the cycles or the point's share of time run out
 (the statistic and its stopping rule: ``records.agreement``). The block measurement is a callable, so
 the loop is the same in the workflow and in the simulation test that measures its error rates.
 """

@@ -702,8 +702,9 @@ def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: 
                 failed_points.append(f"{p.stem} ({label})")
             elif (rec.get("workload") or {}).get("failed_check"):
                 failed_points.append(f"{p.stem} ({label}): {rec['workload']['failed_check']}")
-            if tool == "tt" and p in agreeing and not halt and not stop.signum:
-                outputs += _agreement(ctx, p, sweep_deadline, per_point, not_run)
+    if not halt:
+        measured = [p for p in agreeing if p.stem not in skipped and not any(p.stem in f for f in failed_points)]
+        outputs += _agreement_pass(ctx, measured, sweep_deadline, not_run)
     ctx.invocation.write_outputs(outputs, failed_points=failed_points, skipped_points=skipped,
                                  not_run_points=not_run, interrupted=stop.name or None)
     print_table(records)
@@ -716,10 +717,22 @@ def agreement_points(points: list[Point]) -> list[Point]:
     return judged or list(points)
 
 
-def _agreement(ctx: Context, point: Point, sweep_deadline: float | None, per_point: float | None,
-               not_run: list[str]) -> list[str]:
-    """The point's agreement record (resumed when already complete); returns its path for outputs.json. A run
-    whose blocks failed is added to ``not_run`` with its reason (the workflow then exits 1)."""
+def _agreement_pass(ctx: Context, points: list[Point], sweep_deadline: float | None, not_run: list[str]) -> list[str]:
+    """``agreement=``: each point measured again, after the sweep, each with an equal share of what the sweep
+    budget leaves; returns the records' paths for outputs.json."""
+    outputs: list[str] = []
+    for i, p in enumerate(points):
+        if ctx.stop.signum:
+            break
+        remaining = sweep_deadline - time.monotonic() if sweep_deadline else None
+        outputs += _agreement(ctx, p, None if remaining is None else remaining / (len(points) - i), not_run)
+    return outputs
+
+
+def _agreement(ctx: Context, point: Point, budget: float | None, not_run: list[str]) -> list[str]:
+    """The point's agreement record (resumed when already complete) within ``budget`` seconds (its share of
+    what the sweep budget leaves after every point's own measurement); returns its path for outputs.json. A
+    run whose blocks failed is added to ``not_run`` with its reason (the workflow then exits 1)."""
     from benchmarking.tools import RECORD_TOOL
     from records.agreement import AgreementRecord
     path = os.path.join(ctx.out_dir, point.stem + ".agreement.json")
@@ -731,10 +744,8 @@ def _agreement(ctx: Context, point: Point, sweep_deadline: float | None, per_poi
     if done is not None and same_tool and done.stopped in ("decided", "budget"):
         _log(f"{point.stem}: agreement already measured, skipping (resume)")
         return [ctx.rel(path)]
-    remaining = sweep_deadline - time.monotonic() if sweep_deadline else None
-    budget = min((x for x in (per_point, remaining) if x is not None), default=None)
     _log(f"{point.stem}: agreement with {ctx.bench.agreement}: ABBA blocks of {point.num_prompts} requests, "
-         f"at most {ctx.bench.agreement_cycles} cycles")
+         f"at most {ctx.bench.agreement_cycles} cycles" + (f" within {budget:.0f} s" if budget else ""))
     rec = run_agreement_point(ctx, point, budget)
     if rec["stopped"] == "failed":
         not_run.append(f"{point.stem} agreement ({'; '.join(rec['notes'])})")

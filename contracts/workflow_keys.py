@@ -81,8 +81,8 @@ TEST_ARGS: Mapping[str, str] = {
 }
 
 STRESS_ARGS: Mapping[str, str] = {
-    "run_mode": "single | multiple | custom | endurance | capacity (comma list; default by mode: smoke and ci "
-                "single,capacity, full multiple,endurance,capacity; a media model's smoke runs single only)",
+    "run_mode": "single | multiple | custom | endurance | capacity (comma list; default by mode: smoke single, ci "
+                "single,capacity, full multiple,endurance,capacity; with tool= only the fixed-size ones of those)",
     "max_context_length": "largest ISL+OSL a generated point may use",
     "input_size": "ISL of the single point",
     "output_size": "OSL of the single point",
@@ -109,6 +109,12 @@ STRESS_ARGS: Mapping[str, str] = {
     "server_container": "Docker container of the server (its memory is read with docker stats)",
     "workload": "trace | multi_turn | shared_prefix: run that benchmarks workload (benchmarking/workloads/) as "
                 "a stress point, judged like the others (LLM models); without run_mode= only it runs",
+    "tool": "ours (default) | vllm | aiperf | guidellm: the load generator that sends each fixed-size load point "
+            "(single, multiple, custom), from its own pinned venv with our prompts (vllm: its own random prompts), "
+            "judged unchanged from its per-request output; its point records name it. What only our client does is "
+            "refused (run_mode=endurance or capacity, workload=, saturation=on, the keys of those); left to the "
+            "mode's defaults the run keeps their fixed-size modes (smoke and ci: single, full: multiple) and logs "
+            "what it left out; the saturation detector does not run (LLM models)",
     # the workload's own keys, with the benchmarks' help (stress_tests/workload.py hands them over as they are)
     **{k: BENCHMARK_ARGS[k] for k in ("trace_file", "time_scale", "max_lateness_ms", "block_tokens", "turns",
                                       "think_time_s", "prefixes", "prefix_tokens")},

@@ -135,6 +135,13 @@ class StressPointRecord(TypedRecord):
         "mode workload: the workload's own figures, as a benchmarks point records them (BenchPoint.workload: "
         "kind trace, multi_turn or shared_prefix; lateness, TTFT per turn, prefix-cache hit rate ...); "
         "null for the other modes", None)
+    tool: str | None = described("the load generator that sent the point when another tool did (tool=: aiperf, "
+                                 "guidellm, vllm-bench), its per-request output judged as our client's; null: our "
+                                 "own client", None)
+    tool_version: str | None = described("that tool's installed version", None)
+    tool_command: str | None = described("that tool's exact command line, the API key redacted", None)
+    warnings: list[Any] | None = described("what the reader should know about how the point was measured (a tool's "
+                                           "limits: one window over its whole run, no saturation detector)", None)
 
 
 @dataclass

@@ -10,6 +10,8 @@
     saturation=on|off  max_error_rate=0.0  max_latency_drift_pct=20  max_memory_growth_pct=10
     (drift: p99 e2e latency, last vs first time slice after warm-up; memory: growth after warm-up)
     budget_s=SECONDS  server_container=NAME
+    tool=ours|vllm|aiperf|guidellm: who sends each fixed-size load point (single, multiple, custom);
+    another tool refuses what only our client does (endurance, capacity, workload=, saturation=on)
     workload=trace|multi_turn|shared_prefix and its keys (trace_file, time_scale, max_lateness_ms,
     block_tokens, turns, think_time_s, prefixes, prefix_tokens): a benchmarks workload run as a
     stress point (``stress_tests/workload.py``); alone unless run_mode= names load modes too
@@ -18,8 +20,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from benchmarking.bench_args import WORKLOAD_KEYS, WORKLOADS
+from benchmarking.tools import CHOICES as TOOL_CHOICES
 from contracts.workflow_keys import STRESS_ARGS
 
 RUN_MODES = ("single", "multiple", "custom", "endurance", "capacity")
@@ -33,6 +37,15 @@ DEFAULT_RUN_MODES = {"smoke": ("single",), "ci": ("single", "capacity"),
                      "full": ("multiple", "endurance", "capacity")}
 DEFAULT_BUDGET_S = {"smoke": 420.0, "ci": 1800.0, "full": None}
 DEFAULT_ENDURANCE_S = {"smoke": 30.0, "ci": 300.0, "full": 86400.0}
+# What another load generator (tool=) can send: a fixed number of requests at a concurrency. Endurance (time
+# slices, memory drift), the capacity search and the saturation stop watch the load while it runs, which only
+# our client's loop does (stress_tests/driver.py); a tool's output is read after it has ended.
+TOOL_MODES = ("single", "multiple", "custom")
+# Keys that tune only what our client runs: given with tool= they would be silently unused.
+OURS_ONLY_KEYS = {"endurance_s": "endurance", "window_s": "endurance", "max_latency_drift_pct": "endurance",
+                  "max_memory_growth_pct": "endurance", "slo": "capacity", "goodput_goal": "capacity",
+                  "capacity_metric": "capacity", "capacity_start": "capacity", "capacity_max": "capacity",
+                  "capacity_target": "capacity", "requests_per_level": "capacity"}
 
 
 class StressArgError(ValueError):
@@ -82,6 +95,8 @@ class StressArgs:
     ignored_keys: list[str] = field(default_factory=list)
     workload: str | None = None                                      # a benchmarks workload run as a stress point
     workload_args: dict[str, str] = field(default_factory=dict)      # its own keys, checked where it is planned
+    tool: str = "ours"               # who sends the fixed-size load points (benchmarking/tools/)
+    tool_left_out: tuple[str, ...] = ()  # default run modes not run because tool= cannot send them
 
 
 def parse_slos(text: str) -> list[Slo]:
@@ -142,14 +157,9 @@ def parse_stress_args(raw: dict) -> StressArgs:
         if WORKLOAD_KEYS[key] != workload:
             raise StressArgError(f"{key}= applies to workload={WORKLOAD_KEYS[key]} only"
                                  + (f" (this run has workload={workload})" if workload else ""))
-    modes = tuple(filter(None, (m.strip() for m in str(raw.get("run_mode") or "").split(","))))
-    if not modes and workload is None:  # a workload runs alone unless run_mode= names load modes too
-        modes = DEFAULT_RUN_MODES[size]
-    bad = [m for m in modes if m not in RUN_MODES]
-    if bad:
-        raise StressArgError(f"run_mode {', '.join(bad)} is not one of {', '.join(RUN_MODES)}")
+    tool, modes, left_out = _tool_and_modes(raw, size, workload)
     a = StressArgs(size=size, run_modes=modes, ignored_keys=a_ignored, workload=workload,
-                   workload_args=workload_args)
+                   workload_args=workload_args, tool=tool, tool_left_out=left_out)
     a.max_context = _num(raw, "max_context_length", int, 2)
     a.input_size = _num(raw, "input_size", int, 1)
     a.output_size = _num(raw, "output_size", int, 1)
@@ -180,10 +190,54 @@ def parse_stress_args(raw: dict) -> StressArgs:
     sat = str(raw.get("saturation") or "on").lower()
     if sat not in ("on", "off", "true", "false", "1", "0"):
         raise StressArgError(f"saturation={sat!r} is not on or off")
-    a.saturation = sat in ("on", "true", "1")
+    a.saturation = sat in ("on", "true", "1") and tool == "ours"  # tool=: see tool_modes
     a.max_error_rate = _num(raw, "max_error_rate", float, 0.0) or 0.0
     a.max_latency_drift_pct = _num(raw, "max_latency_drift_pct", float, 0.0) or 20.0
     a.max_memory_growth_pct = _num(raw, "max_memory_growth_pct", float, 0.0) or 10.0
     a.budget_s = _num(raw, "budget_s", float, 1.0) or DEFAULT_BUDGET_S[size]
     a.server_container = raw.get("server_container") or None
     return a
+
+
+def _tool_and_modes(raw: dict[str, Any], size: str,
+                    workload: str | None) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """(tool, run modes, default modes left out for the tool) from run_mode=, tool= and the size's defaults."""
+    modes = tuple(filter(None, (m.strip() for m in str(raw.get("run_mode") or "").split(","))))
+    bad = [m for m in modes if m not in RUN_MODES]
+    if bad:
+        raise StressArgError(f"run_mode {', '.join(bad)} is not one of {', '.join(RUN_MODES)}")
+    tool = str(raw.get("tool") or "ours")
+    if tool not in TOOL_CHOICES:
+        raise StressArgError(f"tool={tool!r}: expected one of {', '.join(TOOL_CHOICES)}")
+    if tool != "ours":
+        return (tool, *tool_modes(tool, modes, size, workload, raw))
+    if not modes and workload is None:  # a workload runs alone unless run_mode= names load modes too
+        modes = DEFAULT_RUN_MODES[size]
+    return tool, modes, ()
+
+
+def tool_modes(tool: str, modes: tuple[str, ...], size: str, workload: str | None,
+               raw: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the run modes, the default ones left out) of a run whose fixed-size points another tool sends.
+
+    What only our client does is refused, not skipped: endurance and the capacity search named in
+    run_mode=, workload=, saturation=on, and the keys that tune only those. Left to the size's defaults,
+    the run keeps their fixed-size modes (smoke and ci: single; full: multiple) and names what it left out,
+    for the run to say so in its log."""
+    why = f"needs our client (tool=ours): {tool} sends a fixed number of requests and is read after it ends"
+    if workload is not None:
+        raise StressArgError(f"tool={tool}: workload={workload} {why}")
+    ours = [m for m in modes if m not in TOOL_MODES]
+    if ours:
+        raise StressArgError(f"tool={tool}: run_mode={','.join(ours)} {why}")
+    if str(raw.get("saturation") or "").lower() in ("on", "true", "1"):
+        raise StressArgError(f"tool={tool}: saturation=on (stopping a point once the server is over-saturated) {why}")
+    keys = sorted(k for k in OURS_ONLY_KEYS if raw.get(k) not in (None, ""))
+    if keys:
+        uses = " and ".join(sorted({OURS_ONLY_KEYS[k] for k in keys}))
+        raise StressArgError(f"tool={tool}: {', '.join(keys)} apply to {uses} only, which {why}")
+    if modes:
+        return modes, ()
+    default = DEFAULT_RUN_MODES[size]
+    return (tuple(m for m in default if m in TOOL_MODES),
+            tuple(m for m in default if m not in TOOL_MODES))

@@ -82,6 +82,9 @@ def plan_media(args: StressArgs, spec: ModelSpec, kind: str) -> list[MediaStress
     if args.workload:
         raise StressArgError(f"workload={args.workload} replays LLM traffic (prompts, conversations, prefixes); "
                              f"it does not apply to {kind} requests")
+    if args.tool != "ours":
+        raise StressArgError(f"tool={args.tool} sends LLM completions; {kind} requests are sent by our media client "
+                             "(tool=ours)")
     if args.custom_isl or args.custom_osl or args.input_size or args.output_size:
         raise StressArgError(f"input/output lengths (input_size, output_size, custom_isl_values, custom_osl_values) "
                              f"do not apply to {kind} requests")

@@ -101,12 +101,17 @@ class Context(Budget):
                             api_key=self.api_key, request_timeout_s=600.0, stall_timeout_s=120.0,
                             tokenizer=self.tokenizer)
 
+    def prompts(self, isl: int, n: int, seed: int):
+        """Distinct exact-length prompts of a point, at most ``POOL_SIZE`` (cycled when a load sends more)."""
+        from benchmarking.prompts import random_prompts
+        return random_prompts(self.tokenizer, isl, max(1, min(n, POOL_SIZE)), seed)
+
     def pool(self, isl: int, osl: int, n: int, seed: int):
-        """Distinct exact-length prompts (cycled when a load sends more) as ready request bodies."""
-        from benchmarking.prompts import random_prompts, request_body
+        """The point's prompts as ready request bodies."""
+        from benchmarking.prompts import request_body
         from benchmarking.runner import WorkItem
-        prompts = random_prompts(self.tokenizer, isl, max(1, min(n, POOL_SIZE)), seed)
-        return [WorkItem(request_body(p.text, osl, self.model, chat=False), p.token_len or isl, osl) for p in prompts]
+        return [WorkItem(request_body(p.text, osl, self.model, chat=False), p.token_len or isl, osl)
+                for p in self.prompts(isl, n, seed)]
 
     def rel(self, path: Path) -> str:
         return path.relative_to(self.run_dir).as_posix()
@@ -120,12 +125,11 @@ def _write_requests(ctx: Context, stem: str, records) -> str:
 
 
 def run_points(ctx: Context, points, memory) -> "StressRecord":  # noqa: F821
+    from benchmarking.tools import ToolUnavailable
     from contracts.server_state import ServerStateSampler
-    from stress_tests import workload
-    from stress_tests.driver import Load, drive
+    from stress_tests import tool_point, workload
     from stress_tests.judge import point_record
     from records.stress import StressRecord
-    from stress_tests.saturation import SaturationDetector
 
     record = StressRecord(model_id=ctx.spec.model_id, server_url=ctx.base_url,
                           size=ctx.args.size, run_modes=[m for m in ctx.args.run_modes if m != "capacity"]
@@ -140,40 +144,65 @@ def run_points(ctx: Context, points, memory) -> "StressRecord":  # noqa: F821
             record.write(ctx.out_dir / "stress_record.json")
             continue
         note = f" (rescaled from isl={p.requested_isl} osl={p.requested_osl} to fit the context)" if p.rescaled else ""
-        _log(f"{p.name}: running{note}")
-        is_workload = isinstance(p, workload.WorkloadStressPoint)
-        if not is_workload:
-            pool = ctx.pool(p.isl, p.osl, p.num_prompts or POOL_SIZE, seed=1000 + i)
-        # Endurance runs its whole length: its drift checks judge a rising latency, a stop would cut it short.
-        detector = (SaturationDetector(window_s=max(10.0, 4 * ctx.args.window_s), closed_loop=True)
-                    if ctx.args.saturation and p.mode != "endurance" else None)
+        _log(f"{p.name}: running{note}" + (f" with {ctx.args.tool}" if ctx.args.tool != "ours" else ""))
         started = _now()
         sampler = ServerStateSampler(ctx.base_url, ctx.api_key).start()  # the server's side of the same seconds
         try:
-            if is_workload:  # the benchmarks workload's own code sends it (stress_tests/workload.py)
-                run, measured = workload.measure(ctx, p, lambda: ctx.invocation.stop.signum)
-            else:
-                run = drive(ctx.client_config(), pool, Load(p.concurrency, p.num_prompts or None, p.duration_s),
-                            tag=p.name, window_s=ctx.args.window_s, detector=detector,
-                            memory=memory.read if p.duration_s else None, budget_s=ctx.remaining(),
-                            should_stop=interrupted)
+            run, extra = _send(ctx, p, i, memory)
+        except ToolUnavailable as exc:  # never sent by our client instead: the point is not run, the run fails
+            run, extra = None, str(exc)
         finally:
             state = sampler.stop()
+        if run is None:
+            _log(f"{p.name}: NOT RUN: {extra}")
+            skipped = _not_run(p, str(extra))
+            tool_point.name_tool(skipped, ctx.args.tool)
+            keep_point(ctx, record, skipped, t0)
+            continue
         rec = point_record(p.name, p.mode, p, run, ctx.args, started, memory.kind, memory.what)
         rec.server_state = state
-        if is_workload:
-            workload.judge_workload(rec, measured)
-            for w in measured.warnings:
+        if isinstance(p, workload.WorkloadStressPoint):
+            workload.judge_workload(rec, extra)
+            for w in extra.warnings:
                 _log(f"WARNING {p.name}: {w}")
+        elif extra is not None:
+            tool_point.name_tool(rec, ctx.args.tool, extra)
+            for w in rec.warnings or []:
+                _log(f"NOTE {p.name}: {w}")
         rec.requests_file = _write_requests(ctx, p.name, run.records)
         keep_point(ctx, record, rec, t0)
     return record
 
 
+def _send(ctx: Context, p, i: int, memory):
+    """Send one point: (its ``LoadRun``, what else its sender returned). A benchmarks workload is sent by its
+    own code (stress_tests/workload.py), a fixed-size point by the tool= tool (stress_tests/tool_point.py,
+    raising ``ToolUnavailable`` when it cannot) or by our driver, watched by the saturation detector."""
+    from stress_tests import tool_point, workload
+    from stress_tests.driver import Load, drive
+    from stress_tests.saturation import SaturationDetector
+
+    if isinstance(p, workload.WorkloadStressPoint):
+        return workload.measure(ctx, p, lambda: ctx.invocation.stop.signum)
+    if ctx.args.tool != "ours":
+        texts = [x.text for x in ctx.prompts(p.isl, p.num_prompts or POOL_SIZE, seed=1000 + i)]
+        out_dir = tool_point.raw_dir(str(ctx.out_dir), ctx.args.tool, p.name)
+        return tool_point.measure(ctx, p, ctx.args.tool, texts, out_dir, 1000 + i, _log)
+    pool = ctx.pool(p.isl, p.osl, p.num_prompts or POOL_SIZE, seed=1000 + i)
+    # Endurance runs its whole length: its drift checks judge a rising latency, a stop would cut it short.
+    detector = (SaturationDetector(window_s=max(10.0, 4 * ctx.args.window_s), closed_loop=True)
+                if ctx.args.saturation and p.mode != "endurance" else None)
+    run = drive(ctx.client_config(), pool, Load(p.concurrency, p.num_prompts or None, p.duration_s),
+                tag=p.name, window_s=ctx.args.window_s, detector=detector,
+                memory=memory.read if p.duration_s else None, budget_s=ctx.remaining(), should_stop=interrupted)
+    return run, None
+
+
 def keep_point(ctx, record, rec, t0: float) -> None:
-    """Add a measured point to the run's record and rewrite it (LLM and media alike): an interrupted run
-    keeps every point it measured."""
-    ctx.outputs.append(rec.requests_file)
+    """Add a point to the run's record and rewrite it (LLM and media alike): an interrupted run keeps every
+    point it measured; a point not run (no requests file) fails the record."""
+    if rec.requests_file:
+        ctx.outputs.append(rec.requests_file)
     record.points.append(rec)
     _log(f"{rec.name}: {rec.status}: {rec.detail}")
     _finish_stress(record, time.monotonic() - t0)
@@ -397,6 +426,10 @@ def run(invocation: ClientInvocation) -> int:
     _log(f"model {ctx.model} at {ctx.base_url}; size {args.size}; modes {','.join(args.run_modes)}; "
          f"{len(points)} load point(s); memory from {memory.kind}; budget "
          f"{'none' if args.budget_s is None else f'{args.budget_s:.0f} s'}")
+    if args.tool != "ours":
+        _log(f"tool={args.tool} sends every load point; the saturation detector does not run (it watches our "
+             "client's load as it runs)" + (f"; not run: {', '.join(args.tool_left_out)} (needs our client, "
+                                             "tool=ours)" if args.tool_left_out else ""))
     return run_all(invocation, ctx, points, memory, run_points, run_capacity)
 
 

@@ -177,12 +177,13 @@ def tool_executables(ctx: RunContext) -> dict[str, str]:
     return out
 
 
-def load_tools(ctx: RunContext) -> list[str]:
-    """The other load generators the run's workflow args name (tool=, agreement=), in that order."""
+def load_tools(ctx: RunContext, keys: tuple[str, ...] = ("tool", "agreement")) -> list[str]:
+    """The other load generators the run's workflow args name under ``keys`` (benchmarks: tool=, agreement=;
+    stress_tests: tool= alone), in that order."""
     from benchmarking.tools import TOOLS
 
     args = ctx.options.workflow_args
-    return list(dict.fromkeys(t for t in (args.get("tool"), args.get("agreement")) if t in TOOLS))
+    return list(dict.fromkeys(t for t in (args.get(key) for key in keys) if t in TOOLS))
 
 
 def _server_we_watch(ctx: RunContext, workflow: WorkflowType):

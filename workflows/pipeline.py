@@ -119,15 +119,19 @@ def prepare_host(ctx: RunContext) -> str:
 
 def load_tool_venvs(ctx: RunContext, workflows: list[WorkflowType] | None) -> list[str]:
     """The venvs of the load generators ``--workflow-args tool=`` and ``agreement=`` name (aiperf, guidellm,
-    vllm), when the run's benchmarks step uses them: built here with the others, so a client never builds
+    vllm), when the run's benchmarks step uses them (tool=, agreement=) or its LLM stress_tests step does
+    (tool=; a media kind's stress client refuses it): built here with the others, so a client never builds
     venvs itself (``workflows.clients.child_env`` hands it their executables)."""
     from benchmarking.tools import module
     from workflows.clients import load_tools
 
     chosen = runnable_clients(ctx) if workflows is None else workflows
-    if WorkflowType.BENCHMARKS not in chosen:
-        return []
-    return list(dict.fromkeys(str(module(tool).VENV) for tool in load_tools(ctx)))
+    wanted: list[str] = []
+    if WorkflowType.BENCHMARKS in chosen:
+        wanted += load_tools(ctx)
+    if WorkflowType.STRESS_TESTS in chosen and not media_kind(ctx.spec.model_type):
+        wanted += load_tools(ctx, ("tool",))
+    return list(dict.fromkeys(str(module(tool).VENV) for tool in wanted))
 
 
 def prepare_venvs(ctx: RunContext, workflows: list[WorkflowType] | None = None) -> str:

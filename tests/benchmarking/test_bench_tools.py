@@ -52,6 +52,7 @@ def _point(run_dir: Path) -> tuple[BenchPoint, list[dict]]:
         return rec, [json.loads(line) for line in fh]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["aiperf", "guidellm"])
 def test_real_tool_against_the_stub_gives_our_point_record(name, stub_factory, tmp_path, hf_tokenizer_dir):
     """The tool runs from its pinned venv against the delay-programmed stub (TTFT 30 ms, 5 ms gaps); its own
@@ -79,6 +80,7 @@ def test_real_tool_against_the_stub_gives_our_point_record(name, stub_factory, t
         assert rec.metrics.mean_itl_ms is None and any("inter-chunk" in w for w in rec.warnings)
 
 
+@pytest.mark.integration
 def test_aiperf_failed_requests_are_failures_of_the_point(stub_factory, tmp_path, hf_tokenizer_dir):
     stub = stub_factory("--ttft-ms", "5", "--itl-ms", "1", "--fault", "http:503:3")
     p = _bench(tmp_path / "run", stub.url, {"mode": "smoke", "tool": "aiperf"}, hf_tokenizer_dir,

@@ -28,7 +28,7 @@ from records.agreement import (
     ratio_interval,
 )
 
-RUNS = 2000
+RUNS = 1000  # the standard error of a 5% rate is then 0.7%: the rates measured sit far from every bound
 
 
 def _simulated(truth: float, noise: float, trend: float, ar: float, rng: random.Random):
@@ -68,11 +68,13 @@ def test_a_tool_that_agrees_is_rarely_called_disagreeing_and_the_interval_covers
 
 
 def test_with_quiet_blocks_an_agreeing_tool_is_mostly_decided_agree():
-    """The check can say yes, not only "cannot tell": at the block noise measured on the CPU server (about
-    2-3% per block value, benchmarking/README.md), most agreeing runs end decided."""
-    rates, coverage, mean_blocks = _rates(1.0, noise=0.025)
-    print(f"truth 1.00, 2.5% block noise: {rates}, coverage {coverage:.3f}, mean blocks {mean_blocks:.1f}")
-    assert rates[AGREE] >= 0.7 and rates[DISAGREE] <= 0.05
+    """The check can say yes, not only "cannot tell": at the noise measured on the CPU server at concurrency 1
+    on a quiet 2-core host (agreement=vllm smoke: block values spread 3-4%, the log difference of a pair 4-5%;
+    benchmarking/README.md), which 3% noise per value plus the shared wander reproduces, most agreeing runs end
+    decided."""
+    rates, coverage, mean_blocks = _rates(1.0, noise=0.03)
+    print(f"truth 1.00, 3% block noise: {rates}, coverage {coverage:.3f}, mean blocks {mean_blocks:.1f}")
+    assert rates[AGREE] >= 0.75 and rates[DISAGREE] <= 0.05
     assert coverage >= 0.93
 
 

@@ -98,6 +98,7 @@ def test_points_endurance_and_capacity_against_the_real_embedding_server(embeddi
     ({"run_mode": "capacity", "slo": "tpot_p99:100"}, "media requests have one latency"),
     ({"run_mode": "bogus"}, "is not one of"),
     ({"workload": "multi_turn", "turns": "2"}, "workload=multi_turn replays LLM traffic"),
+    ({"tool": "aiperf"}, "tool=aiperf sends LLM completions"),
 ])
 def test_bad_input_exits_2_before_any_request(tmp_path, args, message):
     proc = run_media_stress(tmp_path, "http://127.0.0.1:9", args)

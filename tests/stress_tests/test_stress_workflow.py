@@ -39,7 +39,8 @@ def stub():
 
 
 def run_stress(run_dir: Path, url: str, args: dict, *, spec: dict | None = None, api_key: str | None = None,
-               tokenizer_dir: str = "", model: str = "stub-model", timeout: int = 300) -> subprocess.CompletedProcess:
+               tokenizer_dir: str = "", model: str = "stub-model", timeout: int = 300,
+               env_extra: dict | None = None) -> subprocess.CompletedProcess:
     run_dir.mkdir(parents=True, exist_ok=True)
     spec = spec or model_spec(model_id="stub", served_model_name=model, status="COMPLETE",
                               device_model_spec={"max_context": 2048, "max_concurrency": 4, "perf_reference": []})
@@ -48,6 +49,7 @@ def run_stress(run_dir: Path, url: str, args: dict, *, spec: dict | None = None,
     env.update(PYTHONPATH=str(REPO), TT_SERVED_MODEL_NAME=model, TT_TOKENIZER_DIR=tokenizer_dir)
     if api_key:
         env["OPENAI_API_KEY"] = api_key
+    env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "stress_tests.run_stress_tests", "--run-dir",
                            str(run_dir), "--model-spec-json", str(run_dir / "spec.json"), "--server-url", url,
                            "--workflow-args-json", json.dumps(args)],
