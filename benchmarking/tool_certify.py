@@ -255,9 +255,13 @@ def not_run(name: str, why: str) -> dict[str, Any]:
     return {"tool": name, "not_run": why}
 
 
-def _finish(name: str, out: dict[str, Any], stub: Stub, wall_s: float) -> dict[str, Any]:
-    """Common tail of one tool's result: the stub's lateness during it, and NOT RUN when nothing completed."""
-    out.update(tool=name, wall_s=wall_s, stub_lateness_us=stub.call("/stub/stats")["lateness_us"])
+def _finish(name: str, out: dict[str, Any], stub: Stub, wall_s: float, duration_s: float) -> dict[str, Any]:
+    """Common tail of one tool's result: the stub's lateness during it, its rate (every completed request, warm-up
+    included, over the duration the tool itself measured: with a zero-delay stub, the client's own capacity), and
+    NOT RUN when nothing completed."""
+    out.update(tool=name, wall_s=wall_s, stub_lateness_us=stub.call("/stub/stats")["lateness_us"],
+               duration_s=duration_s,
+               requests_per_s=out["completed_all"] / duration_s if duration_s > 0 and out["completed_all"] else None)
     if not out["completed"]:
         out["not_run"] = f"{name}: no measured request completed (of {out['sent']} sent)"
     return out
@@ -278,7 +282,8 @@ def measure_ours(s: Settings, stub: Stub) -> dict[str, Any]:
     out["own"] = dict(out["rows"])  # our point record computes its means from these rows
     if run.interrupted:
         out["interrupted"] = True
-    return _finish("ours", out, stub, wall)
+    out["completed_all"] = sum(1 for r in run.records if r.success)
+    return _finish("ours", out, stub, wall, run.duration)
 
 
 def measure_tool(name: str, s: Settings, stub: Stub, tokenizer_dir: str) -> dict[str, Any]:
@@ -297,7 +302,8 @@ def measure_tool(name: str, s: Settings, stub: Stub, tokenizer_dir: str) -> dict
     out = figures(run.rows, stub.call("/stub/writes"), s)
     out.update(version=run.version, command=run.command, warnings=run.warnings, raw_file=run.raw_file,
                own=own_summary(name, job, s))
-    return _finish(name, out, stub, wall)
+    out["completed_all"] = sum(1 for r in run.rows if r.success)
+    return _finish(name, out, stub, wall, run.duration)
 
 
 def measure_all(names: list[str], s: Settings, stub: Stub, tokenizer_dir: str,
@@ -358,7 +364,7 @@ def table(results: list[dict[str, Any]], against: str = "programmed") -> str:
     head = ["tool", "version", "wall s", "ok / sent", "n TTFT / gaps", "TTFT err p50 ms [95% CI]",
             "TTFT err p99 ms [95% CI]", "gap err p50 ms [95% CI]", "gap err p99 ms [95% CI]"]
     if against == "programmed":
-        head += ["mean TTFT err (rows / own)", "mean TPOT err (rows / own)", "stub late p50 / p99 µs"]
+        head += ["mean TTFT err (rows / own)", "mean TPOT err (rows / own)", "stub late p50 / p99 µs", "req/s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         if r.get("not_run"):
@@ -372,7 +378,8 @@ def table(results: list[dict[str, Any]], against: str = "programmed") -> str:
             own, rows, late = r.get("own") or {}, r["rows"], r["stub_lateness_us"]
             cells += [f"{_rel(rows['ttft_rel_err'])} / {_rel(own.get('ttft_rel_err'))}",
                       f"{_rel(rows['tpot_rel_err'])} / {_rel(own.get('tpot_rel_err'))}",
-                      f"{late['p50']:.0f} / {late['p99']:.0f}"]
+                      f"{late['p50']:.0f} / {late['p99']:.0f}",
+                      "n/a" if r.get("requests_per_s") is None else f"{r['requests_per_s']:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -386,7 +393,9 @@ def report(results: list[dict[str, Any]], s: Settings) -> str:
         "Error against what the stub actually wrote (its write log; the stub's own lateness removed):", "",
         table(results, "actual"), "",
         "[–]: too few samples for a 95% interval (a p99 needs about 370); rows: our point record's mean from the "
-        "tool's rows, warm-up excluded; own: the tool's own summary, warm-up included.", *notes])
+        "tool's rows, warm-up excluded; own: the tool's own summary, warm-up included; req/s: every completed "
+        "request over the duration the tool measured (against a zero-delay stub: the client's own capacity).",
+        *notes])
 
 
 # ---- command line ----------------------------------------------------------------------------------------

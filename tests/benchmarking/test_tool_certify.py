@@ -95,13 +95,16 @@ def test_ctrl_c_stops_the_stub_and_prints_what_was_measured(tmp_path):
     try:
         url = _wait_for_line(p, "tool_certify: stub at ").split()[3]
         _wait_for_line(p, "== ours:")
-        time.sleep(1.0)
+        time.sleep(3.0)  # a wave takes 0.37 s; on a busy host the warm-up wave alone can take a second
         p.send_signal(signal.SIGINT)
         rest, _ = p.communicate(timeout=60)
     finally:
         p.kill()
     assert p.returncode == 130, rest[-2000:]
-    assert "| ours (interrupted) |" in rest and "NOT RUN: aiperf: not reached (interrupted)" in rest
+    # what was measured is printed: the interrupted row, or (a host too busy to finish a measured request in
+    # time) the one line saying none completed
+    assert "| ours (interrupted) |" in rest or "| ours | NOT RUN: ours: no measured request completed" in rest
+    assert "NOT RUN: aiperf: not reached (interrupted)" in rest
     with pytest.raises(OSError):
         urllib.request.urlopen(url + "/health", timeout=2)
 
