@@ -189,7 +189,7 @@ def test_release_dry_run_two_clean_runs_promote_then_a_regression_demotes(repo_c
         "    impls: [vllm-cpu]\n    workflow: benchmarks\n    mode: smoke\n"
         "promotion:\n  releases: 2\n  required_tiers:\n    cpu: [stub]\n")
     env = dict(os.environ, TT_ENGINE_PYTHON=str(engine), TT_HISTORY_URL=f"sqlite:///{tmp_path / 'h.sqlite3'}",
-               CACHE_ROOT=os.environ.get("CACHE_ROOT", ""))
+               CACHE_ROOT=str(tmp_path / "cache_root"))  # the run directories go there, not into the repository
     env.pop("TT_INFERENCE_ORCHESTRATOR", None)
     decisions = []
     for attempt, ttft_ms in (("first", 20), ("second", 20), ("third", 700)):

@@ -181,7 +181,7 @@ def test_a_tier_end_to_end_against_the_stub_engine(tmp_path) -> None:
         f"    statuses: [COMPLETE]\n    models: [{MODEL}]\n    impls: [vllm-cpu]\n    workflow: benchmarks\n"
         "    mode: smoke\npromotion:\n  required_tiers:\n    cpu: [stub]\n")
     env = dict(os.environ, TT_ENGINE_PYTHON=str(engine), TT_HISTORY_URL=f"sqlite:///{tmp_path / 'h.sqlite3'}",
-               CACHE_ROOT=os.environ.get("CACHE_ROOT", ""))
+               CACHE_ROOT=str(tmp_path / "cache_root"))  # the run directories go there, not into the repository
     env.pop("TT_INFERENCE_ORCHESTRATOR", None)
     for attempt in ("first", "second"):
         done = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "release_matrix.py"), "--matrix",
