@@ -5,8 +5,9 @@
 
 Writes RUN_DIR/benchmarks/point_isl-*_osl-*_con-*_n-*.json (schema tt-bench-point/1), a
 `.requests.jsonl` beside each (one row per request, warm-up rows flagged), a `.prom.json` with
-/metrics snapshots when the server has them, and outputs.json. A point whose complete summary
-already exists is skipped (resume); one written partial by an interrupt is measured again. Exit 0
+/metrics snapshots when the server has them, and outputs.json; with ``agreement=TOOL`` a
+``.agreement.json`` per judged point (benchmarking/tool_points.py), measured after the sweep. A point whose
+complete summary already exists is skipped (resume); one written partial by an interrupt is measured again. Exit 0
 when every point ran and completed at least one request, 1 when some point failed entirely, was cut
 by the sweep budget or not run because the server went silent (the others are kept), 2 on bad
 input, 128+N on signal N (the interrupted point is kept as partial). Stop rules, budgets and the
@@ -17,22 +18,34 @@ tokenizer are imported when main() runs.
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import signal
 import sys
 import time
-from collections import Counter
 
-from benchmarking.bench_args import WORKFLOW_ARG_KEYS, BenchArgs, parse_workflow_args
-from records.bench import BenchMetrics, BenchPoint, PointParams, point_key
+from benchmarking.bench_args import WORKFLOW_ARG_KEYS, parse_workflow_args
+from benchmarking.point_run import (
+    Context,
+    _atomic_write,
+    _items,
+    _judge,
+    _log,
+    _now,
+    _point_params,
+    _prompts,
+    _sample_goal,
+    _say,
+    _send_round,
+    warm_up,
+)
+from benchmarking.tool_points import agreement_pass, agreement_points, run_tool_point
+from records.bench import BenchMetrics, BenchPoint
 from records.bench_timeline import workload_lines
 from contracts.typed_record import RecordError
 from contracts.cpu_cost import probe_for_run
 from contracts.client_main import BadInput, ClientInvocation, StopSignals, run_client
 from benchmarking import run_control
-from records.sampling import DEFAULT_SAMPLE_BUDGETS, SampleGoal
 from benchmarking.sweeps import Point, build_points
 
 __all__ = ["WORKFLOW_ARG_KEYS", "main"]
@@ -40,119 +53,6 @@ __all__ = ["WORKFLOW_ARG_KEYS", "main"]
 DEFAULT_BUDGETS = {"smoke": (120.0, 600.0), "ci": (900.0, 3600.0), "full": (7200.0, None)}
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def _atomic_write(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
-def _say(text: str) -> None:
-    """Print to stdout; a reader that went away must not stop the run writing its files.
-
-    When the orchestrator is SIGKILLed this process gets SIGTERM (parent death) and its stdout pipe
-    has no reader: the first write raises BrokenPipeError. From then on stdout goes to /dev/null,
-    so the interrupted point, outputs.json and the exit code still come out (exit at 128+N, not 120).
-    """
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-
-
-def _log(msg: str) -> None:
-    _say(f"[benchmarks] {msg}")
-
-
-class Context:
-    """Everything a point needs that does not change between points."""
-
-    def __init__(self, invocation: ClientInvocation, bench: BenchArgs):
-        self.invocation = invocation
-        self.run_dir = str(invocation.run_dir)
-        self.out_dir = str(invocation.out_dir)
-        self.spec = invocation.spec
-        self.bench = bench
-        self.base_url = invocation.server_url
-        self.disable_warmup = invocation.disable_trace_capture
-        self.api_key = invocation.api_key
-        self.model = invocation.served_model_name
-        self.model_id = self.spec.model_id or self.model
-        self.stop = invocation.stop  # SIGINT/SIGTERM seen by this process (recorded, acted on between steps)
-        self.tokenizer_dir = os.environ.get("TT_TOKENIZER_DIR") or None
-        self.tokenizer = None
-        self.tokenizer_note = None
-
-    def client_config(self):
-        from benchmarking.client import ClientConfig
-        b = self.bench
-        return ClientConfig(base_url=self.base_url, endpoint=b.endpoint, model=self.model, api_key=self.api_key,
-                            request_timeout_s=b.request_timeout_s, stall_timeout_s=b.stall_timeout_s,
-                            tokenizer=self.tokenizer)
-
-    def rel(self, path: str) -> str:
-        return os.path.relpath(path, self.run_dir)
-
-
-def _prompts(ctx: Context, isl: int, n: int, seed: int):
-    from benchmarking import prompts as P
-    b = ctx.bench
-    if b.dataset == "jsonl":
-        return P.jsonl_prompts(b.dataset_path, n, ctx.tokenizer)
-    if b.dataset == "shared_prefix":
-        return P.shared_prefix_prompts(ctx.tokenizer, isl, n, b.shared_prefix_len, seed)
-    return P.random_prompts(ctx.tokenizer, isl, n, seed)
-
-
-def _items(ctx: Context, prompts, osl: int):
-    from benchmarking.prompts import request_body
-    from benchmarking.runner import WorkItem
-    chat = ctx.bench.endpoint.endswith("chat/completions")
-    return [WorkItem(request_body(p.text, osl, ctx.model, chat, ctx.bench.body_fields),
-                     p.token_len or p.intended_len, osl) for p in prompts]
-
-
-def warm_up(ctx: Context, pairs: list[tuple[int, int]]) -> str | None:
-    """Trace capture (benchmarking.trace_capture, the one warm-up routine) when run without the
-    orchestrator. Returns "silent" when the server stalled or refused (the run cannot go on), else None."""
-    from benchmarking.trace_capture import warm_up as capture
-    outcomes = capture(ctx.client_config(), pairs, ctx.tokenizer, log=_log)
-    return "silent" if any(o.silent for o in outcomes) else None
-
-
-def _send_round(ctx: Context, point: Point, items, warm, seed: int, budget_s: float | None, prefix: str):
-    """One round of independent prompts at the point's concurrency and arrival rate."""
-    from benchmarking.arrivals import release_offsets
-    from benchmarking.runner import run_point
-    b = ctx.bench
-    offsets = release_offsets(len(items), b.request_rate, b.burstiness, b.ramp, seed=seed)
-    run = run_point(ctx.client_config(), items, offsets, point.max_concurrency, warm, budget_s,
-                    id_prefix=prefix, stop_on_signals=True, pending_signal=lambda: ctx.stop.signum)
-    if any(offsets):  # an open loop: each row says how long after its arrival time the request left
-        for rec in run.records:
-            if not rec.warmup:
-                rec.scheduled_time = run.origin + offsets[int(rec.request_id.rsplit("-", 1)[1])]
-    return run
-
-
-def _sample_goal(ctx: Context, point: Point, budget_s: float | None) -> SampleGoal:
-    """The required target checks this point feeds and the bounds of its adaptive sample size."""
-    from records.judge import required_tiers
-    b = ctx.bench
-    sample_budget = b.sample_budget_s or DEFAULT_SAMPLE_BUDGETS[b.mode]
-    if budget_s is not None:
-        sample_budget = min(sample_budget, budget_s / 2)  # a round must never be cut by the point budget
-    checks = run_control.goal_checks(point_key(point.isl, point.osl, point.max_concurrency), point.targets,
-                                     required_tiers(ctx.spec.status.name, b.perf_tiers))
-    return SampleGoal(checks=checks, min_requests=point.num_prompts, concurrency=point.max_concurrency,
-                      users=min(point.max_concurrency, point.num_prompts), precision=b.precision,
-                      budget_s=sample_budget)
 
 
 def _measure_sweep_point(ctx: Context, point: Point, budget_s: float | None):
@@ -307,35 +207,6 @@ def _write_server_metrics(ctx: Context, stem: str, before: dict | None, after: d
     return {"file": ctx.rel(stem + ".prom.json"), "delta": prom.headline(d)}
 
 
-def _point_params(point: Point, b: BenchArgs, **extra) -> PointParams:
-    return PointParams(isl=point.isl, osl=point.osl, max_concurrency=point.max_concurrency,
-                       num_prompts=point.num_prompts,
-                       request_rate="inf" if b.request_rate == float("inf") else b.request_rate,
-                       burstiness=b.burstiness, endpoint=b.endpoint, source=point.source, **extra)
-
-
-def _judge(ctx: Context, point: Point, record: BenchPoint, ttfts_ms: list[float] | None = None,
-           tpots_ms: list[float] | None = None) -> None:
-    """The release judge's verdict per tier on this point (records.judge.check_tier, the same function
-    the report uses), stored with the point for the console table. With the point's per-request values,
-    each tier also carries the report's one decision (``decision``: every target decided on its interval,
-    ``records.judge.target_estimates``; a point whose error rate fails fails every tier), so the console
-    never shows a point value's pass where the report says the interval cannot tell."""
-    from records.judge import (TARGET_CHECKS, check_tier, max_error_rate, required_tiers, target_decision,
-                               target_estimates, tier_decision)
-    allowed, _ = max_error_rate(ctx.spec)
-    required = required_tiers(ctx.spec.status.name, ctx.bench.perf_tiers)
-    record.targets = {tier: check_tier(tier, tier in required, targets, record, allowed).to_dict()
-                      for tier, targets in (point.targets or {}).items() if isinstance(targets, dict)}
-    if ttfts_ms is None or tpots_ms is None:
-        return
-    estimates = target_estimates(ttfts_ms, tpots_ms, record.point.users)
-    for tier in record.targets.values():
-        decisions = [target_decision(key, estimates[key].interval, tier[key]) for key in TARGET_CHECKS
-                     if tier.get(key) is not None]
-        if tier.get("error_rate_pass") is False:
-            decisions.append("fail")
-        tier["decision"] = tier_decision(decisions, True)
 
 
 def run_vllm_point(ctx: Context, point: Point, python: str, budget_s: float | None) -> dict | None:
@@ -378,161 +249,6 @@ def run_vllm_point(ctx: Context, point: Point, python: str, budget_s: float | No
     return record.to_dict()
 
 
-def run_tool_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
-    """Measure one point with another tool (``tool=``, benchmarking/tools/) and write it like our own:
-    the tool's per-request output becomes our rows, so metrics, intervals and the judge are unchanged.
-    Raises ``ToolUnavailable`` (one line) when the tool cannot measure it."""
-    from benchmarking import tools
-    from benchmarking.metrics import compute_metrics
-    b, name = ctx.bench, ctx.bench.tool
-    stem = os.path.join(ctx.out_dir, point.stem)
-    probe, watched = probe_for_run(ctx.run_dir)
-    probe.start()
-    started = _now()
-    run, sampling = _tool_rounds(ctx, point, name, budget_s)
-    cost = probe.stop()
-    metrics = compute_metrics(run.rows, run.duration, isl=point.isl, osl=point.osl,
-                              max_concurrency=point.max_concurrency, num_prompts=point.num_prompts,
-                              percentiles=b.percentiles, goodput=b.goodput or None)
-    requests_path = stem + ".requests.jsonl"
-    _atomic_write(requests_path, "".join(json.dumps(r.to_json()) + "\n" for r in run.rows))
-    record = BenchPoint(
-        model_id=ctx.model_id, served_model_name=ctx.model, tool=tools.RECORD_TOOL[name],
-        point=_point_params(point, b, dataset=b.dataset if run.prompts == "ours" else "random"),
-        started=started, ended=_now(), metrics=BenchMetrics.from_dict(metrics), requests_file=ctx.rel(requests_path),
-        raw_file=ctx.rel(run.raw_file), tool_version=run.version, tool_command=run.command, prompts_from=run.prompts,
-        percentiles=b.percentiles, goodput_slos=b.goodput or None, warnings=list(run.warnings) or None, complete=True,
-        sampling=sampling)
-    record.set_cost(cost, watched)
-    ok = [r for r in run.rows if r.success]
-    _judge(ctx, point, record, [r.ttft * 1000.0 for r in ok], [r.tpot * 1000.0 for r in ok if r.tpot is not None])
-    record.write(stem + ".json")  # written last: its presence means done
-    for w in run.warnings:
-        _log(f"NOTE {point.stem}: {w}")
-    return record.to_dict()
-
-
-def run_agreement_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
-    """The point measured again by our client and the ``agreement=`` tool in ABBA blocks of the point's size
-    (benchmarking/agreement.py), both blocks of a pair sending the same prompts; writes and returns
-    ``<stem>.agreement.json`` (``records.agreement.AgreementRecord``)."""
-    from benchmarking import tools
-    from benchmarking.agreement import run_abba
-    from records.agreement import AgreementRecord
-    b, name = ctx.bench, ctx.bench.agreement
-    assert name is not None
-    record = AgreementRecord(point=point_key(point.isl, point.osl, point.max_concurrency), tool=tools.RECORD_TOOL[name],
-                             band=b.agreement_band, max_cycles=b.agreement_cycles, block_requests=point.num_prompts)
-    deadline = None if budget_s is None else time.monotonic() + budget_s
-
-    def measure(side: str, index: int):
-        seed = b.seed + 104729 * (1 + index // 2)  # one seed per pair: both tools send the same prompts
-        left = None if deadline is None else max(1.0, deadline - time.monotonic())
-        if side == "A" or name == "ours":
-            return _ours_block(ctx, point, side, index, seed, left)
-        block = _tool_block(ctx, point, name, index, seed, left)
-        record.tool_version = record.tool_version or block.extra.pop("version", None)
-        return block
-
-    run_abba(record, measure, deadline, lambda: bool(ctx.stop.signum))
-    path = os.path.join(ctx.out_dir, point.stem + ".agreement.json")
-    record.write(path)
-    for m in record.metrics:
-        _log(f"{m.name}: {m.detail()}")
-    for note in record.notes:
-        _log(f"{point.stem}: agreement: {note}")
-    return record.to_dict()
-
-
-def _ours_block(ctx: Context, point: Point, side: str, index: int, seed: int, budget_s: float | None):
-    """One block of the point's size sent by our client (no warm-up: the point's own run warmed the server)."""
-    from benchmarking.agreement import BlockFailed
-    from records.agreement import AgreementBlock, block_values
-    items = _items(ctx, _prompts(ctx, point.isl, point.num_prompts, seed=seed + point.isl * 7 + point.osl), point.osl)
-    run = _send_round(ctx, point, items, None, seed, budget_s, f"agree-{point.max_concurrency}-{index}")
-    ok = [r for r in run.records if r.success and not r.warmup]
-    if not ok:
-        classes = Counter(r.error_class or "other" for r in run.records if not r.warmup)
-        raise BlockFailed("no request of our block completed ("
-                          + (", ".join(f"{c} {n}" for c, n in classes.most_common()) or "none sent") + ")")
-    values = block_values([r.ttft for r in ok], [r.tpot for r in ok if r.tpot is not None],
-                          sum(r.output_tokens or 0 for r in ok), run.duration)
-    return AgreementBlock(index=index, side=side, tool="tt-bench", requests=len(run.records), completed=len(ok),
-                          duration_s=round(run.duration, 4), values=values)
-
-
-def _tool_block(ctx: Context, point: Point, name: str, index: int, seed: int, budget_s: float | None):
-    """One block of the point's size sent by the tool (its raw output under ``<tool>_raw/<stem>/agree-N``)."""
-    from benchmarking import tools
-    from benchmarking.agreement import BlockFailed
-    from records.agreement import AgreementBlock, block_values
-    out_dir = os.path.join(ctx.out_dir, f"{name}_raw", point.stem, f"agree-{index}")
-    try:
-        run = tools.run(name, tool_job(ctx, point, name, point.num_prompts, out_dir, seed), budget_s, log=_log)
-    except tools.ToolUnavailable as exc:
-        raise BlockFailed(str(exc)) from None
-    ok = [r for r in run.rows if r.success]
-    if not ok:
-        raise BlockFailed(f"no request of the {name} block completed")
-    values = block_values([r.ttft for r in ok], [r.tpot for r in ok if r.tpot is not None],
-                          sum(r.output_tokens or 0 for r in ok), run.duration)
-    block = AgreementBlock(index=index, side="B", tool=tools.RECORD_TOOL[name], requests=len(run.rows),
-                           completed=len(ok), duration_s=round(run.duration, 4), values=values,
-                           raw_file=ctx.rel(run.raw_file))
-    block.extra["version"] = run.version
-    return block
-
-
-def tool_job(ctx: Context, point: Point, name: str, n: int, out_dir: str, seed: int):
-    """A ``benchmarking.tools.ToolJob`` of ``n`` requests at the point, with our prompts (seeded by ``seed``)
-    when the tool reads them."""
-    from benchmarking import tools
-    b = ctx.bench
-    job = tools.ToolJob(base_url=ctx.base_url, model=ctx.model, api_key=ctx.api_key, tokenizer_dir=ctx.tokenizer_dir,
-                        endpoint=b.endpoint, isl=point.isl, osl=point.osl, concurrency=point.max_concurrency,
-                        num_prompts=n, out_dir=out_dir, request_rate=b.request_rate, seed=seed,
-                        request_timeout_s=b.request_timeout_s, body_fields=b.body_fields)
-    if tools.module(name).PROMPTS == "ours":
-        job.prompts = [p.text for p in _prompts(ctx, point.isl, n, seed=seed + point.isl * 7 + point.osl)]
-    return job
-
-
-def _tool_rounds(ctx: Context, point: Point, name: str, budget_s: float | None):
-    """The tool's runs at the point in rounds, as our client's (``_measure_sweep_point``): the point's minimum,
-    then more while ``run_control.sampling_stop`` says a required target check is undecided. Returns the
-    rounds merged into one ``ToolRun`` (rows in order, durations summed) and the ``PointSampling``."""
-    from benchmarking import tools
-    from records.bench import PointSampling
-    raw_dir = os.path.join(ctx.out_dir, f"{name}_raw", point.stem)
-    started = time.monotonic()
-    run = tools.run(name, tool_job(ctx, point, name, point.num_prompts, raw_dir, ctx.bench.seed), budget_s, log=_log)
-    goal = _sample_goal(ctx, point, budget_s)
-    rounds = 1
-    while True:
-        ok = [r for r in run.rows if r.success]
-        state = run_control.sampling_stop(goal, [r.ttft * 1000.0 for r in ok],
-                                          [r.tpot * 1000.0 for r in ok if r.tpot is not None],
-                                          sent=len(run.rows), failed=len(run.rows) - len(ok), elapsed_s=run.duration,
-                                          cut_short=False)
-        left = None if budget_s is None else budget_s - (time.monotonic() - started)
-        if (state.stop_reason is None and left is not None
-                and left < 2 * (time.monotonic() - started) / rounds):
-            state.stop_reason, state.detail = "sample_budget", f"{state.detail}; the point's time budget is too short"
-        if state.stop_reason is not None:
-            break
-        rounds += 1
-        _log(f"{point.stem} ({name}): round {rounds}: {state.detail}")
-        job = tool_job(ctx, point, name, state.next_round, os.path.join(raw_dir, f"round-{rounds}"),
-                       ctx.bench.seed + 7919 * (rounds - 1))
-        extra = tools.run(name, job, left, log=_log)
-        for row in extra.rows:
-            row.index, row.request_id = len(run.rows), f"{row.request_id}-r{rounds}"
-            run.rows.append(row)
-        run.duration += extra.duration
-    sampling = PointSampling(min_requests=point.num_prompts, requests=len(run.rows), rounds=rounds,
-                             stop_reason=state.stop_reason, precision=goal.precision, budget_s=goal.budget_s,
-                             decisions=state.decisions, detail=state.detail)
-    return run, sampling
 
 
 def load_finished(path: str, point: Point, tool: str) -> dict | None:
@@ -704,52 +420,13 @@ def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: 
                 failed_points.append(f"{p.stem} ({label}): {rec['workload']['failed_check']}")
     if not halt:
         measured = [p for p in agreeing if p.stem not in skipped and not any(p.stem in f for f in failed_points)]
-        outputs += _agreement_pass(ctx, measured, sweep_deadline, not_run)
+        outputs += agreement_pass(ctx, measured, sweep_deadline, not_run)
     ctx.invocation.write_outputs(outputs, failed_points=failed_points, skipped_points=skipped,
                                  not_run_points=not_run, interrupted=stop.name or None)
     print_table(records)
     return closing_lines(records, failed_points, skipped, halt, stop, not_run)
 
 
-def agreement_points(points: list[Point]) -> list[Point]:
-    """The points ``agreement=`` measures again: the judged ones (with targets), else every point."""
-    judged = [p for p in points if p.targets]
-    return judged or list(points)
-
-
-def _agreement_pass(ctx: Context, points: list[Point], sweep_deadline: float | None, not_run: list[str]) -> list[str]:
-    """``agreement=``: each point measured again, after the sweep, each with an equal share of what the sweep
-    budget leaves; returns the records' paths for outputs.json."""
-    outputs: list[str] = []
-    for i, p in enumerate(points):
-        if ctx.stop.signum:
-            break
-        remaining = sweep_deadline - time.monotonic() if sweep_deadline else None
-        outputs += _agreement(ctx, p, None if remaining is None else remaining / (len(points) - i), not_run)
-    return outputs
-
-
-def _agreement(ctx: Context, point: Point, budget: float | None, not_run: list[str]) -> list[str]:
-    """The point's agreement record (resumed when already complete) within ``budget`` seconds (its share of
-    what the sweep budget leaves after every point's own measurement); returns its path for outputs.json. A
-    run whose blocks failed is added to ``not_run`` with its reason (the workflow then exits 1)."""
-    from benchmarking.tools import RECORD_TOOL
-    from records.agreement import AgreementRecord
-    path = os.path.join(ctx.out_dir, point.stem + ".agreement.json")
-    try:
-        done = AgreementRecord.read(path) if os.path.exists(path) else None
-    except (OSError, ValueError, RecordError):
-        done = None
-    same_tool = done is not None and done.tool == RECORD_TOOL[str(ctx.bench.agreement)]
-    if done is not None and same_tool and done.stopped in ("decided", "budget"):
-        _log(f"{point.stem}: agreement already measured, skipping (resume)")
-        return [ctx.rel(path)]
-    _log(f"{point.stem}: agreement with {ctx.bench.agreement}: ABBA blocks of {point.num_prompts} requests, "
-         f"at most {ctx.bench.agreement_cycles} cycles" + (f" within {budget:.0f} s" if budget else ""))
-    rec = run_agreement_point(ctx, point, budget)
-    if rec["stopped"] == "failed":
-        not_run.append(f"{point.stem} agreement ({'; '.join(rec['notes'])})")
-    return [ctx.rel(path)]
 
 
 def _run_one(ctx: Context, point: Point, slot: str, vllm_python: str | None, budget: float) -> dict | None:

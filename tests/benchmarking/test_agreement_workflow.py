@@ -11,9 +11,13 @@ from records.agreement import AGREE, AgreementRecord
 from tests.benchmarking.test_bench_tools import _bench, tool_bin
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_our_client_and_aiperf_agree_on_the_stub(stub_factory, tmp_path, hf_tokenizer_dir):
-    """The stub's TTFT and gaps are programmed, so two honest tools must agree on them: every metric of the
+    """Slow: 40-70 s, four aiperf runs of a few seconds each behind its own start-up (~8 s a run), the
+    fewest two ABBA cycles need before the first look.
+
+    The stub's TTFT and gaps are programmed, so two honest tools must agree on them: every metric of the
     judged point is decided, TTFT and TPOT agree within the 10% band, and the record keeps each block."""
     stub = stub_factory("--ttft-ms", "100", "--itl-ms", "8")
     run_dir = tmp_path / "run"
