@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import mean, stdev
-from typing import Any, Sequence
+from statistics import NormalDist, mean, stdev
+from typing import Sequence
 
 from contracts.sequential import student_t_equivalent
 from contracts.typed_record import TypedRecord, described
@@ -39,7 +39,6 @@ METHOD = ("ABBA blocks; per pair of adjacent blocks log(tool / ours); Student t 
           "on pairs - 1 degrees of freedom at alpha 0.05 / planned looks, exponentiated")
 #: Pairs needed before an interval is made (one whole ABBA cycle gives two).
 MIN_PAIRS = 2
-Z95 = 1.959963984540054
 
 
 @dataclass
@@ -142,21 +141,9 @@ def ratio_interval(logs: Sequence[float], looks: int = 1) -> tuple[float, list[f
         return None
     centre = mean(logs)
     spread = stdev(logs) / math.sqrt(len(logs))
-    z = _normal_quantile(1 - 0.025 / max(1, looks))
+    z = NormalDist().inv_cdf(1 - 0.025 / max(1, looks))
     half = student_t_equivalent(z, len(logs) - 1) * spread
     return math.exp(centre), [math.exp(centre - half), math.exp(centre + half)]
-
-
-def _normal_quantile(p: float) -> float:
-    """The standard normal quantile (bisection on erfc: exact enough for an interval's multiplier)."""
-    lo, hi = 0.0, 10.0
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        if 0.5 * math.erfc(mid / math.sqrt(2.0)) > 1 - p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
 
 
 def decide(ci: list[float] | None, band: float) -> str:
@@ -211,8 +198,3 @@ def settle(record: AgreementRecord, stopped: str) -> AgreementRecord:
     for m in record.metrics:
         m.stopped = "decided" if stopped == "decided" else "budget" if m.decision == INCONCLUSIVE else "decided"
     return record
-
-
-def legend() -> dict[str, Any]:
-    """What the report's "Tools agree" table means, in one place."""
-    return {"method": METHOD, "metrics": {k: v[0] for k, v in METRICS.items()}}
