@@ -307,7 +307,8 @@ def flush(signum, frame):
 signal.signal(signal.SIGTERM, flush)
 signal.signal(signal.SIGINT, flush)
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-(out / "pid").write_text(str(os.getpid()))
+(out / "pid.tmp").write_text(str(os.getpid()))
+os.replace(out / "pid.tmp", out / "pid")  # whole or absent: the test reads it the moment it appears
 print(sys.argv[2], "started", flush=True)
 time.sleep(float(sys.argv[3]))
 """
