@@ -184,9 +184,21 @@ def budget_problems(ledger: TimeLedger, tests_run: int, budget_s: float = SLOW_B
 _LEDGER = TimeLedger()
 
 
+#: Where a run leaves its timeline (one JSON line per test phase: node id, worker, start, stop), when set:
+#: which tests ran side by side, to set against the host's CPU use (scripts/test_timeline.py).
+TIMELINE_ENV = "TT_TEST_TIMELINE"
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # Under xdist this runs in the controller too, with every worker's reports.
     _LEDGER.add(report.nodeid, report.duration, "slow" in report.keywords)
+    timeline = os.environ.get(TIMELINE_ENV)
+    gateway = getattr(getattr(report, "node", None), "gateway", None)  # set on the controller's copy only
+    if timeline and gateway is not None:
+        line = {"nodeid": report.nodeid, "when": report.when, "worker": gateway.id,
+                "start": getattr(report, "start", 0.0), "stop": getattr(report, "stop", 0.0)}
+        with open(timeline, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
 
 
 _PROBLEMS = pytest.StashKey[list]()

@@ -18,11 +18,14 @@ def test_our_client_and_aiperf_agree_on_the_stub(stub_factory, tmp_path, hf_toke
     fewest two ABBA cycles need before the first look.
 
     The stub's TTFT and gaps are programmed, so two honest tools must agree on them: every metric of the
-    judged point is decided, TTFT and TPOT agree within the 10% band, and the record keeps each block."""
+    judged point is decided, TTFT and TPOT agree within a 15% band, and the record keeps each block. 15%, not
+    the default 10%: aiperf's TTFT carries an offset of its own (+1.5 ms on a quiet host: benchmarking/README.md's
+    tool_certify table; +5.5 ms, ratio 1.055 [1.002, 1.110], with the suite's other worker on the second core),
+    which a 10% band cannot always tell from 10% in two cycles. A real disagreement still fails."""
     stub = stub_factory("--ttft-ms", "100", "--itl-ms", "8")
     run_dir = tmp_path / "run"
-    p = _bench(run_dir, stub.url, {"mode": "smoke", "agreement": "aiperf", "agreement_cycles": "2"},
-               hf_tokenizer_dir, tool_bin("aiperf"))
+    args = {"mode": "smoke", "agreement": "aiperf", "agreement_cycles": "2", "agreement_band": "0.15"}
+    p = _bench(run_dir, stub.url, args, hf_tokenizer_dir, tool_bin("aiperf"))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     [path] = list((run_dir / "benchmarks").glob("*.agreement.json"))
     rec = AgreementRecord.read(path)

@@ -239,7 +239,7 @@ def test_rate_capacity_search_on_a_server_of_known_capacity(tmp_path):
         run_dir = tmp_path / f"attempt{attempt}"
         try:
             proc = run_stress(run_dir, server.url, {"mode": "smoke", "run_mode": "capacity", "capacity_metric": "rate",
-                                                    "slo": "ttft_p99:400", "capacity_start": "4",
+                                                    "slo": "ttft_p99:400", "capacity_start": "8",
                                                     "capacity_max": "64",
                                                     "requests_per_level": "40", "saturation": "off"}, timeout=600)
         finally:
@@ -248,8 +248,8 @@ def test_rate_capacity_search_on_a_server_of_known_capacity(tmp_path):
         cap = CapacityRecord.read(run_dir / "stress_tests" / "capacity_record.json")
         if cap.capacity:
             break
-    assert cap.metric == "rate" and cap.levels[0].level == 4
-    assert 4 <= cap.capacity <= 40, (cap.capacity, [(lv.level, lv.reason) for lv in cap.levels])
+    assert cap.metric == "rate" and cap.levels[0].level == 8
+    assert 8 <= cap.capacity <= 40, (cap.capacity, [(lv.level, lv.reason) for lv in cap.levels])
     assert cap.bracket_failed is not None and cap.bracket_failed > cap.capacity
 
 
