@@ -139,7 +139,10 @@ def start_media_server(env: dict[str, str], log_path: Path, *, wait_ready: bool 
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("MOCK_", "MODEL", "DEVICE"))}
     full_env.update({"API_KEY": TEST_API_KEY, "ENVIRONMENT": "development", "LOG_LEVEL": "INFO",
                      "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
-                     "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
+                     "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+                     # the 30 s default lets a TT device settle between workers; a test's mock or CPU workers
+                     # need none (test_documented_settings sets its own to test the pause itself)
+                     "NEW_DEVICE_DELAY_SECONDS": "0"})
     full_env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     full_env.update(env)
     log_file = open(log_path, "wb")
