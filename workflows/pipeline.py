@@ -253,16 +253,26 @@ def warm_up(ctx: RunContext) -> str:
 
     Uses the benchmarks' own client and stall timeout, so a server that accepts the request and
     then never sends a token ends this step within the stall timeout, with one line naming the
-    URL and the silence.
+    URL and the silence. On a standby server, the (isl, osl) pairs an earlier run warmed are not
+    warmed again (the standby's record keeps them).
     """
     from benchmarking.client import ClientConfig
     from benchmarking.prompts import LocalTokenizer
     from benchmarking.trace_capture import plan_warmup
     from benchmarking.trace_capture import warm_up as send_warmup
+    from workflows.servers.standby import StandbyServerHandle
 
     assert ctx.server is not None
     plan = plan_warmup(ctx.spec, ctx.options.workflow_args)
     pairs = plan.pairs if WorkflowType.BENCHMARKS in runnable_clients(ctx) and plan.pairs else [DEFAULT_WARMUP_PAIR]
+    standby = ctx.server if isinstance(ctx.server, StandbyServerHandle) else None
+    if standby is not None:
+        done_before = [p for p in pairs if p not in standby.not_yet_warmed(pairs)]
+        pairs = standby.not_yet_warmed(pairs)
+        if not pairs:
+            ctx.trace_captured = True
+            return (f"skipped: the standby server is warm at {', '.join(f'isl={i} osl={o}' for i, o in done_before)} "
+                    f"(an earlier run warmed it)")
     base, model = ctx.server.base_url, ctx.server.served_model_name
     tokenizer = None  # only a local one: asking the server to tokenize would be a wait without the stall deadline
     if ctx.host and ctx.host.tokenizer_dir:
@@ -277,6 +287,8 @@ def warm_up(ctx: RunContext) -> str:
     if silent:
         raise StepFailed(f"warmup: {silent[0].line} (stall_timeout_s={plan.stall_timeout_s:g})")
     ctx.trace_captured = True
+    if standby is not None:
+        standby.mark_warmed([(o.isl, o.osl) for o in outcomes if o.success])
     failed = sum(1 for o in outcomes if not o.success)
     return f"{len(outcomes)} (isl, osl) pair(s)" + (f", {failed} failed (see run.log)" if failed else "")
 

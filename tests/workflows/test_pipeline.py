@@ -433,6 +433,32 @@ class SilentServer:
             conn.close()
 
 
+def test_a_standby_warmed_by_an_earlier_run_is_not_warmed_again_and_new_pairs_are(tmp_path, monkeypatch) -> None:
+    from workflows.processes import process_start_time
+    from workflows.servers.standby import StandbyRecord, StandbyServerHandle
+
+    monkeypatch.setenv("TT_STANDBY_DIR", str(tmp_path / "standby"))
+    server = SilentServer()  # any request it gets is a silent stream: a warm-up that sends one fails
+    try:
+        ctx, _ = make_ctx(tmp_path, "--workflow", "benchmarks", "--local-server",
+                          "--workflow-args", "mode=smoke stall_timeout_s=1 points=16x8x1,32x8x1")
+        record = StandbyRecord(fingerprint="a" * 16, pid=os.getpid(), pgid=os.getpid(),
+                               start_time=process_start_time(os.getpid()), base_url=server.url,
+                               served_model_name=MODEL, log_path="/nowhere", run_id="run-0", bearer=None,
+                               warmed=((16, 8), (32, 8)))
+        ctx.server = StandbyServerHandle(record)
+        detail = pipeline.warm_up(ctx)
+        assert detail.startswith("skipped: the standby server is warm at isl=16 osl=8, isl=32 osl=8"), detail
+        assert ctx.trace_captured and server.conns == []
+        ctx.trace_captured = False
+        ctx.server = StandbyServerHandle(replace(record, warmed=((16, 8),)))
+        with pytest.raises(StepFailed, match="warm-up isl=32 osl=8"):  # only the pair not warmed is sent
+            pipeline.warm_up(ctx)
+        assert len(server.conns) == 1
+    finally:
+        server.close()
+
+
 def test_warm_up_ends_within_the_stall_timeout_naming_url_and_silence(tmp_path) -> None:
     server = SilentServer()
     try:

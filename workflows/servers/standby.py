@@ -20,7 +20,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from workflows.processes import process_start_time
@@ -74,6 +74,19 @@ class StandbyRecord:
     log_path: str
     run_id: str
     bearer: str | None
+    #: (isl, osl) pairs a run attached to this server has warmed up (its first request of each shape is
+    #: behind it): later runs skip their warm-up of these (workflows.pipeline.warm_up)
+    warmed: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        # read back from JSON as lists: kept as a sorted tuple of (isl, osl) tuples, comparable with the plan's
+        object.__setattr__(self, "warmed", tuple(sorted({(int(i), int(o)) for i, o in self.warmed})))
+
+    def with_warmed(self, pairs: list[tuple[int, int]]) -> "StandbyRecord":
+        """This record with ``pairs`` added to what is warmed, written back."""
+        record = replace(self, warmed=tuple(self.warmed) + tuple(pairs))
+        record.write()
+        return record
 
     def path(self) -> Path:
         return standby_dir() / f"{self.fingerprint}.json"
@@ -134,6 +147,18 @@ class StandbyServerHandle(ServerHandle):
 
     def stop(self, timeout: float = 15) -> None:
         """Left running: the user started it with ``--workflow server`` and stops it."""
+
+    def not_yet_warmed(self, pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Of ``pairs``, those no earlier run warmed this server up at."""
+        return [p for p in pairs if tuple(p) not in set(self.record.warmed)]
+
+    def mark_warmed(self, pairs: list[tuple[int, int]]) -> None:
+        """Record ``pairs`` as warmed, for the next run that attaches (a write that fails only costs it a warm-up)."""
+        if pairs:
+            try:
+                self.record = self.record.with_warmed(pairs)
+            except OSError:
+                pass
 
     def write_pidfile(self, run_dir: Path) -> None:
         """``server.pid.json`` for this run's memory and CPU sampling, marked standby so that resuming a killed

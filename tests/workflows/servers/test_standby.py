@@ -96,3 +96,14 @@ def test_resuming_a_killed_run_never_stops_the_standby_it_reused(tmp_path):
     handle.write_pidfile(tmp_path)
     assert json.loads((tmp_path / "server.pid.json").read_text())["standby"] is True
     assert stop_orphans(tmp_path, timeout=1) == []  # this very process, untouched
+
+
+def test_the_pairs_a_run_warmed_are_kept_in_the_record_for_the_next_run(standby_dir):
+    record = _record("b" * 16, "http://127.0.0.1:1", warmed=[[128, 32]])  # as JSON gives them back
+    record.write()
+    assert read_standby("b" * 16).warmed == ((128, 32),)
+    handle = StandbyServerHandle(read_standby("b" * 16))
+    assert handle.not_yet_warmed([(16, 8), (128, 32)]) == [(16, 8)]
+    handle.mark_warmed([(16, 8)])
+    again = StandbyServerHandle(read_standby("b" * 16))
+    assert again.record.warmed == ((16, 8), (128, 32)) and again.not_yet_warmed([(16, 8), (128, 32)]) == []
