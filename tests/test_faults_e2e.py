@@ -285,8 +285,9 @@ def test_broken_server_failure_names_the_cause_last(fake, tmp_path, fault, cause
 
 
 def _start_slow(fake, tmp_path) -> tuple[FakeServer, Path, subprocess.Popen, float]:
-    # 32 tokens x 60 ms: ~2 s a request, so the first point (4 requests, one at a time) takes ~8 s
-    server = fake(itl_ms=60)
+    # 32 tokens x 30 ms: ~1 s a request, so the first point (4 requests, one at a time) takes ~4 s: time
+    # enough for a signal to land mid-point, and the resumed runs of the kill tests take half what 60 ms took
+    server = fake(itl_ms=30)
     run_dir = tmp_path / "run"
     started = time.monotonic()
     return server, run_dir, start_run_py(run_dir, server.url, "benchmarks", "mode=smoke"), started
@@ -353,7 +354,7 @@ def test_the_same_command_after_a_kill_resumes_the_killed_run_keeping_finished_p
     """kill -9 once the first point is written, then the same command at once (no --output-dir): the
     rerun finds the killed run, stops its client if it still flushes, keeps the finished point
     byte for byte and measures only the rest."""
-    server = fake(itl_ms=60)
+    server = fake(itl_ms=30)
     env = dict(os.environ, NO_COLOR="1", COLUMNS="200", CACHE_ROOT=str(tmp_path / "cache"))
     for name in ("API_KEY", "VLLM_API_KEY", "JWT_SECRET", "OPENAI_API_KEY"):
         env.pop(name, None)
