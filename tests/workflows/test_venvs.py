@@ -11,7 +11,9 @@ from workflows import venvs
 
 @pytest.fixture
 def tiny(tmp_path, monkeypatch):
-    """A throwaway venv spec ('six' only) in a private venvs root."""
+    """A throwaway venv spec ('six' only) in a private venvs root, built by the project's uv (``$UV``: a private
+    root would otherwise bootstrap uv with pip again in every test, 4-5 s each)."""
+    monkeypatch.setenv("UV", str(venvs.find_uv()))
     req_dir = tmp_path / "requirements"
     req_dir.mkdir()
     (req_dir / "tiny.txt").write_text("six==1.16.0\n")
@@ -84,3 +86,14 @@ def test_torch_cpu_source(tmp_path, monkeypatch) -> None:
     assert venvs.torch_cpu_source_args()[:2] == ["--extra-index-url", venvs.PYTORCH_CPU_INDEX]
     (wheels / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
     assert venvs.torch_cpu_source_args() == ["--find-links", str(wheels)]
+
+
+def test_uv_is_bootstrapped_once_into_the_venvs_root_when_none_is_found(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TT_WORKFLOW_VENVS_DIR", str(tmp_path / "venvs"))
+    monkeypatch.delenv("UV", raising=False)
+    monkeypatch.setattr(venvs.shutil, "which", lambda name: None)  # no uv on PATH
+    messages: list[str] = []
+    uv = venvs.find_uv(log=messages.append)
+    assert uv == tmp_path / "venvs" / ".bootstrap-uv" / "bin" / "uv" and uv.exists()
+    assert messages == [f"uv not found on PATH; installing uv=={venvs.UV_VERSION} into {uv.parent.parent}"]
+    assert venvs.find_uv(log=messages.append) == uv and len(messages) == 1  # found, not installed again
