@@ -257,7 +257,9 @@ def test_sigterm_keeps_the_curve_measured_so_far(stub, tmp_path):
     import signal
     import time
 
-    url, _ = stub("--ttft-ms", "20", "--itl-ms", "5")
+    # 60 ms a request: the first level (until its goodput is decided, ~80 requests) is written after ~5 s,
+    # and the search, never failing its SLO, is still running when the signal comes
+    url, _ = stub("--ttft-ms", "20", "--itl-ms", "2")
     model_spec(model_id="stub", served_model_name="stub-model",
                device_model_spec={"max_context": 2048, "max_concurrency": 4, "perf_reference": []}
                ).write(tmp_path / "spec.json")
@@ -266,7 +268,7 @@ def test_sigterm_keeps_the_curve_measured_so_far(stub, tmp_path):
                              str(tmp_path), "--model-spec-json", str(tmp_path / "spec.json"), "--server-url", url,
                              "--workflow-args-json", json.dumps({
                                  "mode": "smoke", "run_mode": "capacity", "slo": "ttft_p99:60000",
-                                 "input_size": "8", "output_size": "40", "requests_per_level": "8",
+                                 "input_size": "8", "output_size": "20", "requests_per_level": "8",
                                  "capacity_max": "1000"})],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     record_path = tmp_path / "stress_tests" / "capacity_record.json"
