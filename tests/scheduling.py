@@ -184,8 +184,8 @@ def budget_problems(ledger: TimeLedger, tests_run: int, budget_s: float = SLOW_B
 _LEDGER = TimeLedger()
 
 
-#: Where a run leaves its timeline (one JSON line per test phase: node id, worker, start, stop), when set:
-#: which tests ran side by side, to set against the host's CPU use (scripts/test_timeline.py).
+#: Where a run leaves its timeline, when set: one JSON line per test phase (node id, phase, xdist worker, start
+#: and stop in epoch seconds), to see which tests ran side by side and set them against the host's CPU use.
 TIMELINE_ENV = "TT_TEST_TIMELINE"
 
 

@@ -54,8 +54,11 @@ class VenvSpec:
     ``compile_bytecode``: install with the packages' bytecode compiled (uv's ``--compile-bytecode``). Why: a
     host with PYTHONDONTWRITEBYTECODE set (containers, CI images) never caches it, so every process would
     compile what it imports again: measured on 2 cores, ``import torch, transformers`` in the media-server
-    venv 4.1 -> 2.2 s and ``aiperf profile --help`` 2.4 -> 1.3 s, for about 20 s once at build. The engine
-    venv is left as is: vLLM's import took 8 s either way.
+    venv 4.1 -> 2.2 s and ``aiperf profile --help`` 2.4 -> 1.3 s (each of an aiperf run's service processes
+    pays it), for about 20 s once at build. Left off where it did not pay for its build: the engine (vLLM's
+    import took 8 s either way), evals (its lm-eval worker writes the bytecode of what it imports itself),
+    guidellm (0.2 s a run for 10 s of build) and dev (pytest's collection 15 -> 11 s in each worker for 21 s
+    more of build before the first test starts).
     """
 
     name: str
@@ -67,7 +70,7 @@ class VenvSpec:
     needs_torch_cpu: bool = False
     presence_only: tuple[str, ...] = ()
     compile_bytecode: bool = True
-    #: 2: bytecode compiled at install (compile_bytecode)
+    #: 2: bytecode compiled at install where compile_bytecode is set
     recipe_version: int = 2
 
 
@@ -78,8 +81,8 @@ VENV_SPECS: dict[str, VenvSpec] = {
         VenvSpec("benchmarks", "benchmarks.txt", ("tokenizers", "uvloop")),
         # other load generators a benchmarks point can be driven by (tool=, benchmarking/tools/)
         VenvSpec("aiperf", "aiperf.txt", ("aiperf", "transformers"), min_python=(3, 10)),
-        VenvSpec("guidellm", "guidellm.txt", ("guidellm", "torch"), needs_torch_cpu=True),
-        VenvSpec("evals", "evals.txt", ("lm_eval",)),
+        VenvSpec("guidellm", "guidellm.txt", ("guidellm", "torch"), needs_torch_cpu=True, compile_bytecode=False),
+        VenvSpec("evals", "evals.txt", ("lm_eval",), compile_bytecode=False),
         # lm-eval's in-process `hf` backend on the served weights: the accuracy reference that no
         # serving code touches (scripts/measure_inprocess_reference.py); not used by a release.
         VenvSpec(
@@ -96,7 +99,7 @@ VENV_SPECS: dict[str, VenvSpec] = {
         VenvSpec("media-clients", "media-clients.txt", ("skimage",)),
         VenvSpec("hf-setup", "hf-setup.txt", ("huggingface_hub",)),
         VenvSpec("deploy", "deploy.txt", ("yaml", "kubernetes_validate")),
-        VenvSpec("dev", "dev.txt", ("pytest", "rich", "yaml", "tokenizers", "jinja2")),
+        VenvSpec("dev", "dev.txt", ("pytest", "rich", "yaml", "tokenizers", "jinja2"), compile_bytecode=False),
         VenvSpec(
             "media-server",
             "media-server.txt",
