@@ -20,18 +20,18 @@ from contracts.client_main import ClientInvocation
 from records.bench import BenchPoint, PointParams, point_key
 from records.sampling import DEFAULT_SAMPLE_BUDGETS, SampleGoal
 
-def _now() -> str:
+def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _atomic_write(path: str, text: str) -> None:
+def atomic_write(path: str, text: str) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)
     os.replace(tmp, path)
 
 
-def _say(text: str) -> None:
+def say(text: str) -> None:
     """Print to stdout; a reader that went away must not stop the run writing its files.
 
     When the orchestrator is SIGKILLed this process gets SIGTERM (parent death) and its stdout pipe
@@ -46,8 +46,8 @@ def _say(text: str) -> None:
         os.close(devnull)
 
 
-def _log(msg: str) -> None:
-    _say(f"[benchmarks] {msg}")
+def log(msg: str) -> None:
+    say(f"[benchmarks] {msg}")
 
 
 class Context:
@@ -80,7 +80,7 @@ class Context:
         return os.path.relpath(path, self.run_dir)
 
 
-def _prompts(ctx: Context, isl: int, n: int, seed: int):
+def prompts(ctx: Context, isl: int, n: int, seed: int):
     from benchmarking import prompts as P
     b = ctx.bench
     if b.dataset == "jsonl":
@@ -90,29 +90,29 @@ def _prompts(ctx: Context, isl: int, n: int, seed: int):
     return P.random_prompts(ctx.tokenizer, isl, n, seed)
 
 
-def _items(ctx: Context, prompts, osl: int):
+def items(ctx: Context, prompt_list, osl: int):
     from benchmarking.prompts import request_body
     from benchmarking.runner import WorkItem
     chat = ctx.bench.endpoint.endswith("chat/completions")
     return [WorkItem(request_body(p.text, osl, ctx.model, chat, ctx.bench.body_fields),
-                     p.token_len or p.intended_len, osl) for p in prompts]
+                     p.token_len or p.intended_len, osl) for p in prompt_list]
 
 
 def warm_up(ctx: Context, pairs: list[tuple[int, int]]) -> str | None:
     """Trace capture (benchmarking.trace_capture, the one warm-up routine) when run without the
     orchestrator. Returns "silent" when the server stalled or refused (the run cannot go on), else None."""
     from benchmarking.trace_capture import warm_up as capture
-    outcomes = capture(ctx.client_config(), pairs, ctx.tokenizer, log=_log)
+    outcomes = capture(ctx.client_config(), pairs, ctx.tokenizer, log=log)
     return "silent" if any(o.silent for o in outcomes) else None
 
 
-def _send_round(ctx: Context, point: Point, items, warm, seed: int, budget_s: float | None, prefix: str):
+def send_round(ctx: Context, point: Point, work, warm, seed: int, budget_s: float | None, prefix: str):
     """One round of independent prompts at the point's concurrency and arrival rate."""
     from benchmarking.arrivals import release_offsets
     from benchmarking.runner import run_point
     b = ctx.bench
-    offsets = release_offsets(len(items), b.request_rate, b.burstiness, b.ramp, seed=seed)
-    run = run_point(ctx.client_config(), items, offsets, point.max_concurrency, warm, budget_s,
+    offsets = release_offsets(len(work), b.request_rate, b.burstiness, b.ramp, seed=seed)
+    run = run_point(ctx.client_config(), work, offsets, point.max_concurrency, warm, budget_s,
                     id_prefix=prefix, stop_on_signals=True, pending_signal=lambda: ctx.stop.signum)
     if any(offsets):  # an open loop: each row says how long after its arrival time the request left
         for rec in run.records:
@@ -121,7 +121,7 @@ def _send_round(ctx: Context, point: Point, items, warm, seed: int, budget_s: fl
     return run
 
 
-def _sample_goal(ctx: Context, point: Point, budget_s: float | None) -> SampleGoal:
+def sample_goal(ctx: Context, point: Point, budget_s: float | None) -> SampleGoal:
     """The required target checks this point feeds and the bounds of its adaptive sample size."""
     from records.judge import required_tiers
     b = ctx.bench
@@ -135,14 +135,14 @@ def _sample_goal(ctx: Context, point: Point, budget_s: float | None) -> SampleGo
                       budget_s=sample_budget)
 
 
-def _point_params(point: Point, b: BenchArgs, **extra) -> PointParams:
+def point_params(point: Point, b: BenchArgs, **extra) -> PointParams:
     return PointParams(isl=point.isl, osl=point.osl, max_concurrency=point.max_concurrency,
                        num_prompts=point.num_prompts,
                        request_rate="inf" if b.request_rate == float("inf") else b.request_rate,
                        burstiness=b.burstiness, endpoint=b.endpoint, source=point.source, **extra)
 
 
-def _judge(ctx: Context, point: Point, record: BenchPoint, ttfts_ms: list[float] | None = None,
+def judge(ctx: Context, point: Point, record: BenchPoint, ttfts_ms: list[float] | None = None,
            tpots_ms: list[float] | None = None) -> None:
     """The release judge's verdict per tier on this point (records.judge.check_tier, the same function
     the report uses), stored with the point for the console table. With the point's per-request values,

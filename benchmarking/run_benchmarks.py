@@ -25,20 +25,8 @@ import sys
 import time
 
 from benchmarking.bench_args import WORKFLOW_ARG_KEYS, parse_workflow_args
-from benchmarking.point_run import (
-    Context,
-    _atomic_write,
-    _items,
-    _judge,
-    _log,
-    _now,
-    _point_params,
-    _prompts,
-    _sample_goal,
-    _say,
-    _send_round,
-    warm_up,
-)
+from benchmarking import point_run
+from benchmarking.point_run import Context
 from benchmarking.tool_points import agreement_pass, agreement_points, run_tool_point
 from records.bench import BenchMetrics, BenchPoint
 from records.bench_timeline import workload_lines
@@ -64,14 +52,14 @@ def _measure_sweep_point(ctx: Context, point: Point, budget_s: float | None):
     from records.bench import PointSampling
     b = ctx.bench
     seed = b.seed + point.isl * 7 + point.osl
-    prompts = _prompts(ctx, point.isl, point.num_prompts + b.warmup_requests, seed=seed)
+    prompts = point_run.prompts(ctx, point.isl, point.num_prompts + b.warmup_requests, seed=seed)
     check = length_check(prompts, ctx.tokenizer)
-    items = _items(ctx, prompts, point.osl)
+    items = point_run.items(ctx, prompts, point.osl)
     warm, items = items[:b.warmup_requests], items[b.warmup_requests:]
     prefix = f"tt-{point.isl}-{point.osl}-{point.max_concurrency}"
     started = time.monotonic()
-    run = _send_round(ctx, point, items, warm, b.seed, budget_s, prefix)
-    goal = _sample_goal(ctx, point, budget_s)
+    run = point_run.send_round(ctx, point, items, warm, b.seed, budget_s, prefix)
+    goal = point_run.sample_goal(ctx, point, budget_s)
     rounds = 1
     while True:
         measured = [r for r in run.records if not r.warmup and r.error_class != "interrupted"]
@@ -86,9 +74,10 @@ def _measure_sweep_point(ctx: Context, point: Point, budget_s: float | None):
             state.stop_reason, state.detail = "sample_budget", f"{state.detail}; the point's time budget is too short"
         if state.stop_reason is not None:
             break
-        _log(f"{point.stem}: round {rounds + 1}: {state.detail}")
-        more = _items(ctx, _prompts(ctx, point.isl, state.next_round, seed=seed + 7919 * rounds), point.osl)
-        extra = _send_round(ctx, point, more, None, b.seed + rounds, left, f"{prefix}-r{rounds + 1}")
+        point_run.log(f"{point.stem}: round {rounds + 1}: {state.detail}")
+        round_prompts = point_run.prompts(ctx, point.isl, state.next_round, seed=seed + 7919 * rounds)
+        more = point_run.items(ctx, round_prompts, point.osl)
+        extra = point_run.send_round(ctx, point, more, None, b.seed + rounds, left, f"{prefix}-r{rounds + 1}")
         rounds += 1
         for rec in extra.records:
             rec.index = len(run.records)
@@ -119,13 +108,13 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     sampler = ServerStateSampler(ctx.base_url, ctx.api_key).start() if before is not None else None
     probe, watched = probe_for_run(ctx.run_dir)
     probe.start()
-    started = _now()
+    started = point_run.now()
     try:
         measured, sampling = _measure_point(ctx, point, budget_s)
     finally:
         state = sampler.stop() if sampler is not None else None
     cost = probe.stop()
-    ended = _now()
+    ended = point_run.now()
     run, check = measured.run, measured.prompt_check
     after = prom.fetch_metrics(ctx.base_url, ctx.api_key) if before is not None and not run.interrupted else None
     # requests cut by a signal are not the server's failures: the point is partial, not failed
@@ -140,11 +129,11 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     if summary is not None:
         summary["failed_check"] = measured.failed_check
     requests_path = stem + ".requests.jsonl"
-    _atomic_write(requests_path, "".join(json.dumps(r.to_json()) + "\n" for r in finished))
+    point_run.atomic_write(requests_path, "".join(json.dumps(r.to_json()) + "\n" for r in finished))
     server_metrics = _write_server_metrics(ctx, stem, before, after)
     record = BenchPoint(
         model_id=ctx.model_id, served_model_name=ctx.model, tool="tt-bench",
-        point=_point_params(point, b, dataset=b.workload or b.dataset, ramp=list(b.ramp) if b.ramp else None,
+        point=point_run.point_params(point, b, dataset=b.workload or b.dataset, ramp=list(b.ramp) if b.ramp else None,
                             warmup_requests=b.warmup_requests),
         started=started, ended=ended, metrics=BenchMetrics.from_dict(metrics),
         requests_file=ctx.rel(requests_path), prompt_check=check, percentiles=b.percentiles,
@@ -153,12 +142,13 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
         workload=summary, server_state=state, sampling=sampling)
     record.set_cost(cost, watched)
     ok = [r for r in finished if r.success and not r.warmup]
-    _judge(ctx, point, record, [r.ttft * 1000.0 for r in ok], [r.tpot * 1000.0 for r in ok if r.tpot is not None])
+    point_run.judge(ctx, point, record, [r.ttft * 1000.0 for r in ok],
+                    [r.tpot * 1000.0 for r in ok if r.tpot is not None])
     record.write(stem + ".json")  # written last: its presence means done
     for w in warnings:  # after the files: an interrupted point is on disk before anything is said
-        _log(f"WARNING {point.stem}: {w}")
+        point_run.log(f"WARNING {point.stem}: {w}")
     for line in workload_lines(summary):
-        _log(f"{point.stem}: {line}")
+        point_run.log(f"{point.stem}: {line}")
     return record.to_dict()
 
 
@@ -203,7 +193,7 @@ def _write_server_metrics(ctx: Context, stem: str, before: dict | None, after: d
     if before is None or after is None:
         return None
     d = prom.delta(before, after)
-    _atomic_write(stem + ".prom.json", json.dumps({"before": before, "after": after, "delta": d}))
+    point_run.atomic_write(stem + ".prom.json", json.dumps({"before": before, "after": after, "delta": d}))
     return {"file": ctx.rel(stem + ".prom.json"), "delta": prom.headline(d)}
 
 
@@ -221,7 +211,7 @@ def run_vllm_point(ctx: Context, point: Point, python: str, budget_s: float | No
                                   point.max_concurrency, point.num_prompts, raw_dir, raw_name,
                                   endpoint=b.endpoint, request_rate=b.request_rate, burstiness=b.burstiness,
                                   percentiles=",".join(f"{p:g}" for p in b.percentiles), seed=b.seed)
-    started = _now()
+    started = point_run.now()
     log_path = os.path.join(raw_dir, point.stem + ".vllm.log")
     probe, watched = probe_for_run(ctx.run_dir)
     probe.start()
@@ -229,22 +219,22 @@ def run_vllm_point(ctx: Context, point: Point, python: str, budget_s: float | No
         with open(log_path, "w") as log:
             proc = vllm_tool.run(cmd, ctx.api_key, timeout=budget_s, log=log)
     except Exception as exc:  # noqa: BLE001 - a comparison tool failing must not lose our results
-        _log(f"vllm bench serve failed for {point.stem}: {exc!r}")
+        point_run.log(f"vllm bench serve failed for {point.stem}: {exc!r}")
         return None
     cost = probe.stop()
     raw_path = os.path.join(raw_dir, raw_name)
     if proc.returncode != 0 or not os.path.exists(raw_path):
-        _log(f"vllm bench serve exit {proc.returncode} for {point.stem}; see {ctx.rel(log_path)}")
+        point_run.log(f"vllm bench serve exit {proc.returncode} for {point.stem}; see {ctx.rel(log_path)}")
         return None
     with open(raw_path) as fh:
         raw = json.load(fh)
     record = BenchPoint(
         model_id=ctx.model_id, served_model_name=ctx.model, tool="vllm-bench",
-        point=_point_params(point, b, dataset="random"), started=started, ended=_now(),
+        point=point_run.point_params(point, b, dataset="random"), started=started, ended=point_run.now(),
         metrics=BenchMetrics.from_dict(vllm_tool.to_point_metrics(raw)), requests_file=None,
         raw_file=ctx.rel(raw_path), command=" ".join(cmd[:2] + ["<shim>"] + cmd[3:]))
     record.set_cost(cost, watched)
-    _judge(ctx, point, record)  # no per-request values from vllm bench: the point value decides its table cell
+    point_run.judge(ctx, point, record)  # no per-request values from vllm bench: the point value decides its table cell
     record.write(os.path.join(ctx.out_dir, point.stem + ".vllm-bench.json"))
     return record.to_dict()
 
@@ -292,7 +282,7 @@ def print_table(records: list[dict]) -> None:
                      _fmt(m.get("request_throughput"), 3), " ".join(verdicts) or "-"))
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
     line = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
-    _say("\n".join([line(head), "  ".join("-" * w for w in widths), *map(line, rows),
+    point_run.say("\n".join([line(head), "  ".join("-" * w for w in widths), *map(line, rows),
                      "TTFT: first chunk with non-empty choices; TPOT: (e2el-ttft)/(out-1); t/s/u = 1000/TPOT; "
                      "Decode = t/s/u x min(con, N); Prefill = ISL x min(con, N) / TTFT. "
                      "Full legend: records/bench.py"]))
@@ -337,14 +327,14 @@ def run(invocation: ClientInvocation) -> int:
     except Exception as exc:  # noqa: BLE001 - bad tokenizer dir is bad input
         raise BadInput(f"cannot load tokenizer from TT_TOKENIZER_DIR={ctx.tokenizer_dir}: {exc}") from None
     if ctx.tokenizer_note:
-        _log(f"NOTE: {ctx.tokenizer_note}; prompts are whitespace words and lengths are unverified")
-    _log(f"model {ctx.model} at {ctx.base_url}; mode {bench.mode}; {len(points)} point(s); "
+        point_run.log(f"NOTE: {ctx.tokenizer_note}; prompts are whitespace words and lengths are unverified")
+    point_run.log(f"model {ctx.model} at {ctx.base_url}; mode {bench.mode}; {len(points)} point(s); "
          f"tokenizer {getattr(ctx.tokenizer, 'source', 'none')}; stall timeout {bench.stall_timeout_s:g} s")
     if bench.body_fields:
-        _log("request body fields from --workflow-args: "
+        point_run.log("request body fields from --workflow-args: "
              + " ".join(f"{k}={json.dumps(v)}" for k, v in sorted(bench.body_fields.items())))
     for p in points:
-        _log(f"  point isl={p.isl} osl={p.osl} con={p.max_concurrency} n={p.num_prompts} ({p.source})")
+        point_run.log(f"  point isl={p.isl} osl={p.osl} con={p.max_concurrency} n={p.num_prompts} ({p.source})")
     return run_sweep(ctx, points, vllm_python, ctx.stop)
 
 
@@ -360,7 +350,7 @@ def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: 
     main_tool = RECORD_TOOL[bench.tool]  # who measures each point (tool=); "tt" below is that point's slot
     todo = [p for p in points if load_finished(os.path.join(ctx.out_dir, p.stem + ".json"), p, main_tool) is None]
     if not ctx.disable_warmup and todo and not stop.signum:
-        halt = warm_up(ctx, sorted({(p.isl, p.osl) for p in todo}))
+        halt = point_run.warm_up(ctx, sorted({(p.isl, p.osl) for p in todo}))
 
     records, outputs, failed_points, skipped, not_run = [], [], [], [], []
     agreeing = agreement_points(points) if bench.agreement else []
@@ -373,7 +363,7 @@ def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: 
             path = os.path.join(ctx.out_dir, p.stem + suffix)
             done = load_finished(path, p, main_tool if tool == "tt" else "vllm-bench")
             if done is not None:
-                _log(f"{p.stem} ({label}): already finished, skipping (resume)")
+                point_run.log(f"{p.stem} ({label}): already finished, skipping (resume)")
                 rec = done
             elif halt:
                 skipped.append(p.stem)
@@ -381,17 +371,17 @@ def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: 
             else:
                 remaining = sweep_deadline - time.monotonic() if sweep_deadline else None
                 if remaining is not None and remaining <= 0:
-                    _log(f"{p.stem} ({label}): sweep budget {sweep_budget:.0f} s exhausted, not run")
+                    point_run.log(f"{p.stem} ({label}): sweep budget {sweep_budget:.0f} s exhausted, not run")
                     skipped.append(p.stem)
                     continue
                 # a trace's budget starts after its last release: its span plus the mode's point budget
                 own = per_point + getattr(p, "span_s", 0.0) if bench.point_budget_s is None else per_point
                 budget = min(x for x in (own, remaining) if x is not None)
-                _log(f"{p.stem} ({label}): running (budget {budget:.0f} s)")
+                point_run.log(f"{p.stem} ({label}): running (budget {budget:.0f} s)")
                 try:
                     rec = _run_one(ctx, p, tool, vllm_python, budget)
                 except ToolUnavailable as exc:
-                    _log(f"{p.stem} ({label}): NOT RUN: {exc}")
+                    point_run.log(f"{p.stem} ({label}): NOT RUN: {exc}")
                     not_run.append(f"{p.stem} ({exc})")
                     continue
                 if rec is None:
@@ -402,7 +392,7 @@ def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: 
                 elif tool == "tt" and bench.tool == "ours":
                     halt = run_control.server_gone(rec_requests(ctx, rec))
             m = rec["metrics"]
-            _log(f"{p.stem} ({label}): completed {m['completed']} failed {m['failed']} "
+            point_run.log(f"{p.stem} ({label}): completed {m['completed']} failed {m['failed']} "
                  f"ttft {_fmt(m.get('mean_ttft_ms'))} ms tpot {_fmt(m.get('mean_tpot_ms'))} ms "
                  f"t/s/u {_fmt(m.get('tput_user'), 2)} failures {m.get('failures_by_class') or {}}"
                  + (f" PARTIAL (interrupted by {rec['interrupted']})" if rec.get("interrupted") else "")
@@ -450,21 +440,21 @@ def closing_lines(records: list[dict], failed_points: list[str], skipped: list[s
                   stop: StopSignals, not_run: list[str] | None = None) -> int:
     """The last lines say why the run failed (failure classes and counts); returns the exit code."""
     if failed_points:
-        _log(f"FAILED points (no request completed or tool error): {', '.join(failed_points)}")
+        point_run.log(f"FAILED points (no request completed or tool error): {', '.join(failed_points)}")
     if not_run:
-        _log(f"NOT RUN (the tool could not measure them): {'; '.join(not_run)}")
+        point_run.log(f"NOT RUN (the tool could not measure them): {'; '.join(not_run)}")
     if skipped:
         why = {"interrupted": f"interrupted by {stop.name}", None: "sweep budget"}.get(
             halt, f"the server is silent or unreachable ({halt} in the previous step)")
-        _log(f"NOT RUN ({why}): {', '.join(skipped)}")
+        point_run.log(f"NOT RUN ({why}): {', '.join(skipped)}")
     summary = run_control.failure_summary(records)
     if summary:
-        _log(f"failed requests: {summary}")
+        point_run.log(f"failed requests: {summary}")
     if stop.signum:
         partial = [r["point"] for r in records if r.get("interrupted")]
         kept = f"; partial point kept: isl={partial[0]['isl']} osl={partial[0]['osl']} " \
                f"con={partial[0]['max_concurrency']}" if partial else ""
-        _log(f"INTERRUPTED by {stop.name}{kept}; exit {stop.exit_code}")
+        point_run.log(f"INTERRUPTED by {stop.name}{kept}; exit {stop.exit_code}")
         return stop.exit_code
     return 1 if failed_points or skipped or not_run else 0
 

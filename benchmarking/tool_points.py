@@ -12,19 +12,8 @@ import os
 import time
 from collections import Counter
 
-from benchmarking import run_control
-from benchmarking.point_run import (
-    Context,
-    _atomic_write,
-    _items,
-    _judge,
-    _log,
-    _now,
-    _point_params,
-    _prompts,
-    _sample_goal,
-    _send_round,
-)
+from benchmarking import point_run, run_control
+from benchmarking.point_run import Context
 from benchmarking.sweeps import Point
 from contracts.cpu_cost import probe_for_run
 from contracts.typed_record import RecordError
@@ -40,27 +29,29 @@ def run_tool_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     stem = os.path.join(ctx.out_dir, point.stem)
     probe, watched = probe_for_run(ctx.run_dir)
     probe.start()
-    started = _now()
+    started = point_run.now()
     run, sampling = _tool_rounds(ctx, point, name, budget_s)
     cost = probe.stop()
     metrics = compute_metrics(run.rows, run.duration, isl=point.isl, osl=point.osl,
                               max_concurrency=point.max_concurrency, num_prompts=point.num_prompts,
                               percentiles=b.percentiles, goodput=b.goodput or None)
     requests_path = stem + ".requests.jsonl"
-    _atomic_write(requests_path, "".join(json.dumps(r.to_json()) + "\n" for r in run.rows))
+    point_run.atomic_write(requests_path, "".join(json.dumps(r.to_json()) + "\n" for r in run.rows))
     record = BenchPoint(
         model_id=ctx.model_id, served_model_name=ctx.model, tool=tools.RECORD_TOOL[name],
-        point=_point_params(point, b, dataset=b.dataset if run.prompts == "ours" else "random"),
-        started=started, ended=_now(), metrics=BenchMetrics.from_dict(metrics), requests_file=ctx.rel(requests_path),
+        point=point_run.point_params(point, b, dataset=b.dataset if run.prompts == "ours" else "random"),
+        started=started, ended=point_run.now(), metrics=BenchMetrics.from_dict(metrics),
+        requests_file=ctx.rel(requests_path),
         raw_file=ctx.rel(run.raw_file), tool_version=run.version, tool_command=run.command, prompts_from=run.prompts,
         percentiles=b.percentiles, goodput_slos=b.goodput or None, warnings=list(run.warnings) or None, complete=True,
         sampling=sampling)
     record.set_cost(cost, watched)
     ok = [r for r in run.rows if r.success]
-    _judge(ctx, point, record, [r.ttft * 1000.0 for r in ok], [r.tpot * 1000.0 for r in ok if r.tpot is not None])
+    point_run.judge(ctx, point, record, [r.ttft * 1000.0 for r in ok],
+                    [r.tpot * 1000.0 for r in ok if r.tpot is not None])
     record.write(stem + ".json")  # written last: its presence means done
     for w in run.warnings:
-        _log(f"NOTE {point.stem}: {w}")
+        point_run.log(f"NOTE {point.stem}: {w}")
     return record.to_dict()
 
 
@@ -90,9 +81,9 @@ def run_agreement_point(ctx: Context, point: Point, budget_s: float | None) -> d
     path = os.path.join(ctx.out_dir, point.stem + ".agreement.json")
     record.write(path)
     for m in record.metrics:
-        _log(f"{m.name}: {m.detail()}")
+        point_run.log(f"{m.name}: {m.detail()}")
     for note in record.notes:
-        _log(f"{point.stem}: agreement: {note}")
+        point_run.log(f"{point.stem}: agreement: {note}")
     return record.to_dict()
 
 
@@ -100,8 +91,9 @@ def _ours_block(ctx: Context, point: Point, side: str, index: int, seed: int, bu
     """One block of the point's size sent by our client (no warm-up: the point's own run warmed the server)."""
     from benchmarking.agreement import BlockFailed
     from records.agreement import AgreementBlock, block_values
-    items = _items(ctx, _prompts(ctx, point.isl, point.num_prompts, seed=seed + point.isl * 7 + point.osl), point.osl)
-    run = _send_round(ctx, point, items, None, seed, budget_s, f"agree-{point.max_concurrency}-{index}")
+    prompts = point_run.prompts(ctx, point.isl, point.num_prompts, seed=seed + point.isl * 7 + point.osl)
+    items = point_run.items(ctx, prompts, point.osl)
+    run = point_run.send_round(ctx, point, items, None, seed, budget_s, f"agree-{point.max_concurrency}-{index}")
     ok = [r for r in run.records if r.success and not r.warmup]
     if not ok:
         classes = Counter(r.error_class or "other" for r in run.records if not r.warmup)
@@ -120,7 +112,7 @@ def _tool_block(ctx: Context, point: Point, name: str, index: int, seed: int, bu
     from records.agreement import AgreementBlock, block_values
     out_dir = os.path.join(ctx.out_dir, f"{name}_raw", point.stem, f"agree-{index}")
     try:
-        run = tools.run(name, tool_job(ctx, point, name, point.num_prompts, out_dir, seed), budget_s, log=_log)
+        run = tools.run(name, tool_job(ctx, point, name, point.num_prompts, out_dir, seed), budget_s, log=point_run.log)
     except tools.ToolUnavailable as exc:
         raise BlockFailed(str(exc)) from None
     ok = [r for r in run.rows if r.success]
@@ -145,7 +137,7 @@ def tool_job(ctx: Context, point: Point, name: str, n: int, out_dir: str, seed: 
                         num_prompts=n, out_dir=out_dir, request_rate=b.request_rate, seed=seed,
                         request_timeout_s=b.request_timeout_s, body_fields=b.body_fields)
     if tools.module(name).PROMPTS == "ours":
-        job.prompts = [p.text for p in _prompts(ctx, point.isl, n, seed=seed + point.isl * 7 + point.osl)]
+        job.prompts = [p.text for p in point_run.prompts(ctx, point.isl, n, seed=seed + point.isl * 7 + point.osl)]
     return job
 
 
@@ -157,8 +149,9 @@ def _tool_rounds(ctx: Context, point: Point, name: str, budget_s: float | None):
     from records.bench import PointSampling
     raw_dir = os.path.join(ctx.out_dir, f"{name}_raw", point.stem)
     started = time.monotonic()
-    run = tools.run(name, tool_job(ctx, point, name, point.num_prompts, raw_dir, ctx.bench.seed), budget_s, log=_log)
-    goal = _sample_goal(ctx, point, budget_s)
+    job = tool_job(ctx, point, name, point.num_prompts, raw_dir, ctx.bench.seed)
+    run = tools.run(name, job, budget_s, log=point_run.log)
+    goal = point_run.sample_goal(ctx, point, budget_s)
     rounds = 1
     while True:
         ok = [r for r in run.rows if r.success]
@@ -173,10 +166,10 @@ def _tool_rounds(ctx: Context, point: Point, name: str, budget_s: float | None):
         if state.stop_reason is not None:
             break
         rounds += 1
-        _log(f"{point.stem} ({name}): round {rounds}: {state.detail}")
+        point_run.log(f"{point.stem} ({name}): round {rounds}: {state.detail}")
         job = tool_job(ctx, point, name, state.next_round, os.path.join(raw_dir, f"round-{rounds}"),
                        ctx.bench.seed + 7919 * (rounds - 1))
-        extra = tools.run(name, job, left, log=_log)
+        extra = tools.run(name, job, left, log=point_run.log)
         for row in extra.rows:
             row.index, row.request_id = len(run.rows), f"{row.request_id}-r{rounds}"
             run.rows.append(row)
@@ -218,9 +211,9 @@ def _agreement(ctx: Context, point: Point, budget: float | None, not_run: list[s
         done = None
     same_tool = done is not None and done.tool == RECORD_TOOL[str(ctx.bench.agreement)]
     if done is not None and same_tool and done.stopped in ("decided", "budget"):
-        _log(f"{point.stem}: agreement already measured, skipping (resume)")
+        point_run.log(f"{point.stem}: agreement already measured, skipping (resume)")
         return [ctx.rel(path)]
-    _log(f"{point.stem}: agreement with {ctx.bench.agreement}: ABBA blocks of {point.num_prompts} requests, "
+    point_run.log(f"{point.stem}: agreement with {ctx.bench.agreement}: ABBA blocks of {point.num_prompts} requests, "
          f"at most {ctx.bench.agreement_cycles} cycles" + (f" within {budget:.0f} s" if budget else ""))
     rec = run_agreement_point(ctx, point, budget)
     if rec["stopped"] == "failed":

@@ -108,3 +108,16 @@ def test_every_test_measured_over_a_minute_is_marked_slow_and_says_why():
         if not (slow and says_why):
             missing.append(f"{nodeid} ({'no slow mark' if not slow else 'no Slow: line in its docstring'})")
     assert not missing, "long tests that do not say why:\n" + "\n".join(missing)
+
+
+def test_the_timeline_has_a_line_per_phase_of_the_controllers_reports_only(tmp_path, monkeypatch):
+    path = tmp_path / "timeline.jsonl"
+    monkeypatch.setenv(scheduling.TIMELINE_ENV, str(path))
+    monkeypatch.setattr(scheduling, "_LEDGER", scheduling.TimeLedger())
+    worker_copy = SimpleNamespace(nodeid="t.py::a", when="setup", duration=0.5, keywords={}, start=10.0, stop=10.5)
+    controller_copy = SimpleNamespace(nodeid="t.py::a", when="call", duration=2.0, keywords={"slow": 1},
+                                      start=10.5, stop=12.5, node=SimpleNamespace(gateway=SimpleNamespace(id="gw1")))
+    scheduling.pytest_runtest_logreport(worker_copy)      # a worker's own copy: no gateway, nothing written
+    scheduling.pytest_runtest_logreport(controller_copy)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines == [{"nodeid": "t.py::a", "when": "call", "worker": "gw1", "start": 10.5, "stop": 12.5}]

@@ -267,8 +267,8 @@ def warm_up(ctx: RunContext) -> str:
     pairs = plan.pairs if WorkflowType.BENCHMARKS in runnable_clients(ctx) and plan.pairs else [DEFAULT_WARMUP_PAIR]
     standby = ctx.server if isinstance(ctx.server, StandbyServerHandle) else None
     if standby is not None:
-        done_before = [p for p in pairs if p not in standby.not_yet_warmed(pairs)]
-        pairs = standby.not_yet_warmed(pairs)
+        todo = standby.not_yet_warmed(pairs)
+        done_before, pairs = [p for p in pairs if p not in todo], todo
         if not pairs:
             ctx.trace_captured = True
             return (f"skipped: the standby server is warm at {', '.join(f'isl={i} osl={o}' for i, o in done_before)} "
