@@ -13,7 +13,8 @@ good is not proof by itself: 4 good requests give 51%..100%, and 95% is cleared 
 Search: with a capacity target inside [start, ceiling], the target level is measured first:
 that answers "target met?" with the fewest levels (a load that holds at the target holds below it).
 Then bracket by doubling (from the target when it held, else from the start level below it) until a
-level fails (or the ceiling holds), and bisect between the last level that held and the first that
+level fails (or the ceiling holds) -- when the start itself fails, halve down from it until a level holds
+(``_Search.descend``) -- and bisect between the last level that held and the first that
 failed until they are one resolution step apart. Sequential rule: an undecided level (its goodput
 interval holds the goal, or an SLO percentile sits within ``noise_band`` of its limit) is measured
 again, the samples pooled, until it is decided or ``level_requests`` requests or the time budget are
@@ -27,6 +28,8 @@ from typing import Callable
 
 from contracts.intervals import FAIL, PASS, decide, percentile, wilson
 from stress_tests.args import Slo
+
+DESCENT_HALVINGS = 4   # a failed start rate is halved at most this often (down to 1/16 of it) before capacity 0
 
 
 @dataclass
@@ -255,8 +258,31 @@ class _Search:
                 return self.result(self.held, None, f"SLOs hold at the search ceiling {self.ceiling:g}", True)
             self.level = min(_next_up(level, self.integer), self.ceiling)
         if self.held == 0:
-            return self.result(0, self.failed, f"SLOs do not hold even at the start level {self.start:g}", True)
+            return self.descend()
         return None
+
+    def descend(self) -> SearchResult | None:
+        """The lowest level tried failed: halve it until one holds, then bisect above it. The start is a guess
+        (for rates: half the unloaded rate, which a busy host overshoots), so a failed start is not a capacity
+        of 0; integer levels stop at 1 and rates after ``DESCENT_HALVINGS`` halvings below the start."""
+        assert self.failed is not None
+        floor = 1 if self.integer else self.start / 2 ** DESCENT_HALVINGS
+        while True:
+            lower = self.failed // 2 if self.integer else float(f"{self.failed / 2:.4g}")
+            if lower < floor * (1 - 1e-9) or lower <= 0:
+                return self.result(0, self.failed, f"SLOs do not hold even at level {self.failed:g}, the lowest "
+                                                   f"searched (start {self.start:g})", True)
+            if self.out_of_budget():
+                return self.result(0, self.failed, "time or level budget ran out while descending below the "
+                                                   f"start level {self.start:g}", False)
+            j = self.judge(lower)
+            if j.marginal and not j.holds:
+                return self.result(0, lower, _undecided_text(j) + " (within measurement noise of the SLOs)",
+                                   False, lower)
+            if j.holds:
+                self.held = lower
+                return None
+            self.failed = lower
 
     def bisect(self) -> SearchResult:
         """Halve the bracket until it is one resolution step wide."""

@@ -183,7 +183,19 @@ def test_capacity_search_edges():
     res = search_capacity(SimulatedServer(100), SLOS, start=1, ceiling=8)
     assert res.capacity == 8 and res.bracket == (8, None) and "ceiling" in res.stop_reason
     res = search_capacity(SimulatedServer(0.5), SLOS, start=1, ceiling=8)
-    assert res.capacity == 0 and "start level" in res.stop_reason
+    assert res.capacity == 0 and "do not hold even at level 1" in res.stop_reason
+
+
+def test_a_rate_search_whose_start_fails_halves_down_to_the_capacity_below_it():
+    """The start rate is a guess from unloaded requests; a busy host can put the capacity under it."""
+    sim = SimulatedServer(2.2, seed=7)
+    res = search_capacity(sim, SLOS, start=8, ceiling=64, integer=False, resolution=0.1)
+    assert sim.calls[:3] == [8, 4, 2] and res.converged
+    held, failed = res.bracket
+    assert held <= 2.2 < failed and failed - held <= 0.1 * failed
+    hopeless = SimulatedServer(0.1, seed=7)
+    res = search_capacity(hopeless, SLOS, start=8, ceiling=64, integer=False, resolution=0.1)
+    assert res.capacity == 0 and hopeless.calls == [8, 4, 2, 1, 0.5] and "level 0.5, the lowest" in res.stop_reason
 
 
 def test_outside_mode_full_the_search_ends_once_the_target_level_holds():

@@ -88,6 +88,20 @@ def test_jwt_util_mints_tokens_the_gateway_accepts():
 
 
 # ---- the proxy process -------------------------------------------------------------------------
+def _wait_answering(process: subprocess.Popen, url: str, status: int, log: Path, timeout: float = 60) -> None:
+    """Wait until ``url`` answers ``status``; fail with the process's log if it exits or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, log.read_text()
+        try:
+            if httpx.get(url, timeout=2).status_code == status:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{url} did not answer {status} within {timeout:.0f} s: " + log.read_text())
+
+
 @pytest.fixture(scope="module")
 def stub_behind_gateway(tmp_path_factory):
     python = media_python()
@@ -101,19 +115,12 @@ def stub_behind_gateway(tmp_path_factory):
                                 "--port", str(gateway_port), "--upstream-api-key-env", "UPSTREAM_KEY"],
                                cwd=SERVER_DIR, env=env, stdout=open(logs / "gateway.log", "wb"),
                                stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{gateway_port}"
+    base, upstream = f"http://127.0.0.1:{gateway_port}", f"http://127.0.0.1:{stub_port}"
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert gateway.poll() is None, (logs / "gateway.log").read_text()
-            try:
-                if httpx.get(base + "/v1/models", timeout=2).status_code == 401:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError("gateway did not answer within 60 s: " + (logs / "gateway.log").read_text())
-        yield base, f"http://127.0.0.1:{stub_port}"
+        # Both must answer: the gateway is up before its upstream stub on a busy host (a 502 once in CI).
+        _wait_answering(stub, upstream + "/health", 200, logs / "stub.log")
+        _wait_answering(gateway, base + "/v1/models", 401, logs / "gateway.log")
+        yield base, upstream
     finally:
         for process in (gateway, stub):
             process.terminate()
