@@ -395,14 +395,17 @@ def judge_comparison(comparison: Comparison) -> SectionJudgement:
         decision = {"regressed": "fail", "inconclusive": "inconclusive"}.get(metric.decision, "pass")
         detail = (f"{metric.decision}: ratio {metric.ratio} (95% CI {fmt_ci(metric.ci95)}) against baseline "
                   f"{comparison.baseline_run}; tolerance {tol:.0%}")
+        if metric.run_noise_pct is not None:
+            detail += f"; run-to-run noise {metric.run_noise_pct:g}% over {metric.noise_runs} runs"
         if decision == "inconclusive":
-            detail += "; too few per-request records to decide, not required"
+            detail += ("; not decided (too few requests, too few accepted runs to tell the run-to-run noise, or a "
+                       "busier host: the comparison's notes say which), not required")
         elif decision == "fail" and not gate:
             detail += "; on_regression=warn: shown, not failing"
         checks.append(Check(name=f"regression {metric.name}", category="comparison", item=metric.name,
                             required=gate and decision != "inconclusive", value=metric.ratio, ci95=metric.ci95,
-                            ci_method="bootstrap over the requests of both runs", n=metric.n, target=target,
-                            decision=decision, detail=detail))
+                            ci_method=metric.ci_method or "bootstrap over the requests of both runs", n=metric.n,
+                            target=target, decision=decision, detail=detail))
         if decision == "fail":
             (blockers.append(Blocker("comparison", metric.name, detail)) if gate
              else notes.append(f"regression (warn only): {metric.name} {detail}"))

@@ -506,7 +506,15 @@ class ComparisonMetric(TypedRecord):
     value: float | None = described("This run's mean of the metric.", None)
     ratio: float | None = described("value / baseline (above 1 is slower for a lower-is-better metric).", None)
     ci95: list[float] | None = described(
-        "95% interval of the ratio [low, high]: bootstrap resampling the per-request records of both runs.", None)
+        "95% interval of the ratio [low, high] (ci_method): from the run-to-run spread of the accepted runs "
+        "measured alike on this host, hulled with a bootstrap over both runs' per-request records.", None)
+    ci_method: str | None = described("How ci95 was made (reports.run_noise).", None)
+    noise_runs: int | None = described(
+        "Accepted runs (the baseline among them) whose per-run means gave the run-to-run noise; below 3 it is "
+        "unknown and the metric is not decided.", None)
+    run_noise_pct: float | None = described(
+        "Run-to-run noise: the SD of one run's log mean over those runs, in percent (about the relative SD of a "
+        "run's mean); null when unknown.", None)
     n: int | None = described("Requests of this run behind the value.", None)
     baseline_n: int | None = described("Requests of the baseline run behind the baseline.", None)
     higher_is_better: bool = described("Direction of the metric.", False)
@@ -514,7 +522,8 @@ class ComparisonMetric(TypedRecord):
         "regressed when the whole 95% interval of the ratio is worse than the tolerance allows (beyond "
         "1 + tolerance for a lower-is-better metric), improved when the whole interval is better than 1 by "
         "more than the tolerance, within_noise otherwise (the samples show no change beyond the tolerance); "
-        "inconclusive without per-request records, with fewer than 8 requests in a run, or when the host was "
+        "inconclusive without per-request records, with fewer than 8 requests in a run, with fewer than 3 "
+        "accepted runs to tell the run-to-run noise (noise_runs), or when the host was "
         "not equally busy in both runs (Comparison.cpu_pressure vs baseline_cpu_pressure): a busier host, "
         "not the build, may have made the difference.",
         "within_noise")

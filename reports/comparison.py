@@ -1,9 +1,10 @@
 """This run against a baseline run: per metric the ratio, its 95% interval and a decision.
 
-Why per-request records: a mean alone cannot tell a 3% change from noise. Each metric's ratio
-(this run's mean / the baseline's) gets a bootstrap interval that resamples the requests of both
-runs on their own (``contracts.intervals.bootstrap_ratio_of_means``); the decision is made on that
-interval, never on the ratio alone:
+Why intervals: a mean alone cannot tell a 3% change from noise. Each metric's ratio (this run's mean /
+the baseline's) gets a 95% interval from the run-to-run spread of the accepted runs measured alike on this
+host (``reports.run_noise``: one run's requests share its host state, so only runs are independent), hulled
+with a bootstrap over both runs' per-request records; the decision is made on that interval, never on the
+ratio alone:
 
 * ``regressed``: the whole interval is worse than the tolerance allows (above ``1 + tolerance`` for a
   lower-is-better metric);
@@ -11,8 +12,9 @@ interval, never on the ratio alone:
 * ``within_noise``: anything else (no change beyond the tolerance that the samples can show);
 * ``inconclusive``: a run has no per-request records for the metric, or fewer than
   ``MIN_REQUESTS`` (a percentile bootstrap of 4 requests has a handful of distinct resamples and an
-  interval far narrower than the truth: it is shown, never trusted to decide); or the host was not
-  equally busy in both runs.
+  interval far narrower than the truth: it is shown, never trusted to decide); fewer than
+  ``run_noise.MIN_RUNS`` accepted runs tell the run-to-run noise (the requests' interval is shown); or
+  the host was not equally busy in both runs.
 
 Why the host's busyness: the interval resamples requests within each run, so it knows nothing of what
 else ran on the host. On a shared machine the same build measured 15-50% slower while other work
@@ -41,13 +43,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from itertools import islice
+from typing import Callable, Iterator, Sequence
 
-from contracts.intervals import bootstrap_ratio_of_means
 from contracts.workflow_args import parse_workflow_args
 from contracts.model_spec import ModelSpec
 from records.report import Comparison, ComparisonMetric, ReportRecord, TrendPoint
 from reports.distributions import request_output_rates, request_values
+from reports.run_noise import MIN_RUNS, NOISE_RUNS, ratio_interval
 
 DEFAULT_TOLERANCE = 0.05
 #: Fewest requests of each run for an interval that may decide (below: inconclusive, shown only).
@@ -178,9 +181,24 @@ def _media_latencies(run_dir: Path) -> dict[str, list[float]]:
     return out
 
 
-def _metric(name: str, v: list[float], b: list[float], tolerance: float, higher: bool,
+def run_metrics(run_dir: Path) -> dict[str, tuple[list[float], bool]]:
+    """Every compared metric of a run: name -> (its per-request values, higher is better)."""
+    out: dict[str, tuple[list[float], bool]] = {}
+    for key, latencies in _media_latencies(run_dir).items():
+        out[f"{key} latency_ms"] = (latencies, False)
+    for key, path in _point_requests(run_dir).items():
+        for name, values_of, higher in POINT_METRICS:
+            out[f"{key} {name}"] = (values_of(path) or [], higher)
+    return out
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _metric(name: str, v: list[float], b: list[float], tolerance: float, higher: bool, run_means: list[float],
             notes: list[str]) -> ComparisonMetric:
-    """One metric from both runs' per-request values, decided (module docstring)."""
+    """One metric from both runs' per-request values and the accepted runs' means, decided (module docstring)."""
     metric = ComparisonMetric(name=name, higher_is_better=higher, n=len(v), baseline_n=len(b))
     if v and b:
         metric.value = round(sum(v) / len(v), 4)
@@ -188,36 +206,56 @@ def _metric(name: str, v: list[float], b: list[float], tolerance: float, higher:
         if metric.baseline > 0:
             metric.ratio = round(metric.value / metric.baseline, 4)
             try:
-                metric.ci95 = bootstrap_ratio_of_means(v, b).as_list(4)
+                interval = ratio_interval(v, b, run_means)
             except ValueError:
-                metric.ci95 = None
+                interval = None
+            if interval is not None:
+                metric.ci95 = [round(interval.low, 4), round(interval.high, 4)]
+                metric.ci_method, metric.noise_runs = interval.method, interval.runs
+                metric.run_noise_pct = None if interval.run_noise is None else round(100 * interval.run_noise, 2)
     metric.decision = decide(metric.ci95, tolerance, higher)
     if metric.ci95 is not None and min(len(v), len(b)) < MIN_REQUESTS:
         metric.decision = "inconclusive"
         notes.append(f"{name}: {min(len(v), len(b))} requests in a run, fewer than {MIN_REQUESTS}: "
                      f"the interval is shown, not trusted to decide")
+    elif metric.ci95 is not None and (metric.noise_runs or 0) < MIN_RUNS:
+        metric.decision = "inconclusive"
     if metric.ci95 is None:
         notes.append(f"{name}: no per-request values in {'both runs' if not v and not b else 'one run'}"
                      f"; not decided")
     return metric
 
 
-def compare_runs(run_dir: Path, baseline_dir: Path, tolerance: float) -> tuple[list[ComparisonMetric], list[str]]:
-    """Every metric both runs measured, decided; and notes on what could not be compared."""
-    mine, theirs = _point_requests(run_dir), _point_requests(baseline_dir)
-    metrics, notes = [], []
-    media, media_base = _media_latencies(run_dir), _media_latencies(baseline_dir)
-    for key in sorted(set(media) & set(media_base)):
-        metrics.append(_metric(f"{key} latency_ms", media[key], media_base[key], tolerance, False, notes))
-    only = sorted(set(mine) ^ set(theirs))
+def compare_runs(run_dir: Path, baseline_dir: Path, tolerance: float,
+                 history: Sequence[Path] = ()) -> tuple[list[ComparisonMetric], list[str]]:
+    """Every metric both runs measured, decided; and notes on what could not be compared. ``history``: the
+    accepted runs measured alike whose spread is the run-to-run noise (``reports.run_noise``); the baseline
+    counts among them whether listed or not."""
+    mine, theirs = run_metrics(run_dir), run_metrics(baseline_dir)
+    seen, others = {Path(baseline_dir).resolve()}, []
+    for path in history:
+        if Path(path).resolve() not in seen:
+            seen.add(Path(path).resolve())
+            others.append(run_metrics(Path(path)))
+    metrics: list[ComparisonMetric] = []
+    notes: list[str] = []
+    only = sorted({name.rsplit(" ", 1)[0] for name in set(mine) ^ set(theirs)})
     if only:
         notes.append("points measured by one run only (not compared): " + ", ".join(only))
-    for key in sorted(set(mine) & set(theirs)):
-        for name, values_of, higher in POINT_METRICS:
-            metrics.append(_metric(f"{key} {name}", values_of(mine[key]) or [], values_of(theirs[key]) or [],
-                                   tolerance, higher, notes))
-    if not mine and not theirs and not (set(media) & set(media_base)):
+    for name in sorted(set(mine) & set(theirs)):
+        (v, higher), (b, _) = mine[name], theirs[name]
+        run_means = [m for m in (_mean(b), *(_mean(run.get(name, ([], higher))[0]) for run in others))
+                     if m is not None]
+        metrics.append(_metric(name, v, b, tolerance, higher, run_means, notes))
+    if not metrics:
         notes.append("the runs measured no benchmark point in common; nothing to compare")
+    undecided = [m for m in metrics if m.ci95 is not None and (m.noise_runs or 0) < MIN_RUNS
+                 and min(m.n or 0, m.baseline_n or 0) >= MIN_REQUESTS]
+    if undecided:
+        runs = max(m.noise_runs or 0 for m in undecided)
+        notes.append(f"run-to-run noise unknown for {len(undecided)} metric(s): {runs} accepted run(s) of this setup "
+                     f"on this host, {MIN_RUNS} needed; the requests' interval is shown, not trusted to decide (one "
+                     f"run's requests share its host state: they cannot tell the build from the run)")
     return metrics, notes
 
 
@@ -255,35 +293,14 @@ def baseline_from(settings: CompareSettings, record: ReportRecord, store,
     open history store, or None when it could not be reached (then only a run directory can be a
     baseline). Raises ``CompareError`` when the named baseline cannot be used.
     """
-    from history.baseline import LAST_VERDICTS, unusable_reason
-    from history.fingerprint import fingerprint, host_differences, host_facts_of, other_host_line, spec_identity
+    from history.baseline import unusable_reason
+    from history.fingerprint import fingerprint, host_differences, host_facts_of, other_host_line
 
     requested = settings.requested
     if requested == "last":
         if store is None:
             raise CompareError("--compare-to last needs the run history, which could not be reached")
-        ident = spec_identity(record)
-        host = None if settings.any_host else fingerprint(host_facts_of(record))
-        for entry in store.finished(ident.key, host, before=record.metadata.run_started,
-                                    exclude=record.metadata.run_id, workflow=record.metadata.workflow,
-                                    limit=LAST_CANDIDATES):
-            path = Path(entry.run_dir)
-            why = unusable_reason(path, explicit=False)
-            theirs = _setup_of(path)
-            if why is None and settings.setup and theirs != settings.setup:
-                why = f"measured otherwise ({theirs or 'no cli_args.json'}; this run: {settings.setup})"
-            if why is None:
-                try:
-                    baseline = _read_baseline(path)
-                except CompareError as exc:
-                    why = str(exc)
-                else:
-                    if baseline.verdict.result in LAST_VERDICTS:
-                        return path, baseline
-                    why = f"its report's verdict is {baseline.verdict.result}"
-            if skipped is not None:
-                skipped.append(f"{entry.run_id} passed over: {why}")
-        return None
+        return next(accepted_runs(settings, record, store, skipped), None)
     if Path(requested).is_dir():
         path = Path(requested)
     else:
@@ -305,6 +322,49 @@ def baseline_from(settings: CompareSettings, record: ReportRecord, store,
     return path, baseline
 
 
+def accepted_runs(settings: CompareSettings, record: ReportRecord, store,
+                  skipped: list[str] | None = None) -> Iterator[tuple[Path, ReportRecord]]:
+    """The earlier runs ``last`` may take, newest first: the same spec and workflow on this host (any host with
+    ``compare_hosts=any``), measured alike, ended with nothing failed (each candidate's own manifest and report
+    checked, since the index can be stale; those passed over are appended to ``skipped``)."""
+    from history.baseline import LAST_VERDICTS, unusable_reason
+    from history.fingerprint import fingerprint, host_facts_of, spec_identity
+
+    ident = spec_identity(record)
+    host = None if settings.any_host else fingerprint(host_facts_of(record))
+    for entry in store.finished(ident.key, host, before=record.metadata.run_started,
+                                exclude=record.metadata.run_id, workflow=record.metadata.workflow,
+                                limit=LAST_CANDIDATES):
+        path = Path(entry.run_dir)
+        why = unusable_reason(path, explicit=False)
+        theirs = _setup_of(path)
+        if why is None and settings.setup and theirs != settings.setup:
+            why = f"measured otherwise ({theirs or 'no cli_args.json'}; this run: {settings.setup})"
+        if why is None:
+            try:
+                baseline = _read_baseline(path)
+            except CompareError as exc:
+                why = str(exc)
+            else:
+                if baseline.verdict.result in LAST_VERDICTS:
+                    yield path, baseline
+                    continue
+                why = f"its report's verdict is {baseline.verdict.result}"
+        if skipped is not None:
+            skipped.append(f"{entry.run_id} passed over: {why}")
+
+
+def noise_runs(settings: CompareSettings, record: ReportRecord, store) -> list[Path]:
+    """The run directories whose spread is the run-to-run noise: the newest ``NOISE_RUNS`` accepted runs
+    (``accepted_runs``); none without the run history."""
+    if store is None:
+        return []
+    try:
+        return [path for path, _ in islice(accepted_runs(settings, record, store), NOISE_RUNS)]
+    except Exception:  # noqa: BLE001 - an unreadable history leaves the noise unknown, said per metric
+        return []
+
+
 def build_comparison(settings: CompareSettings, record: ReportRecord, run_dir: Path,
                      baseline_dir: Path, baseline: ReportRecord, store) -> Comparison:
     """The ``comparison`` block of the report (without the verdict, which the judge adds)."""
@@ -312,7 +372,7 @@ def build_comparison(settings: CompareSettings, record: ReportRecord, run_dir: P
 
     mine, theirs = host_facts_of(record), host_facts_of(baseline)
     same = fingerprint(mine) == fingerprint(theirs)
-    metrics, notes = compare_runs(run_dir, baseline_dir, settings.tolerance)
+    metrics, notes = compare_runs(run_dir, baseline_dir, settings.tolerance, noise_runs(settings, record, store))
     pressure, base_pressure = step_cpu_pressure(run_dir), step_cpu_pressure(baseline_dir)
     why = busier_host(pressure, base_pressure)
     if why is not None:

@@ -19,6 +19,8 @@ COMPARISON_COLUMNS: list[Column] = [
     ("Ratio [95% CI]", lambda m: "n/a" if m.ratio is None else (
         f"{m.ratio:.3f}" + (f" [{m.ci95[0]:.3f}, {m.ci95[1]:.3f}]" if m.ci95 else " (no interval)"))),
     ("n / baseline n", lambda m: f"{num(m.n)} / {num(m.baseline_n)}"),
+    ("Run-to-run noise (runs)", lambda m: "unknown" if m.run_noise_pct is None else
+     f"±{m.run_noise_pct:g}% ({num(m.noise_runs)})"),
     ("Decision", lambda m: m.decision.upper() if m.decision == "regressed" else m.decision),
 ]
 

@@ -34,6 +34,19 @@ def _run(tmp_path: Path, name: str, scale: float, run_id: str, started: str) -> 
     return dest
 
 
+def _history(tmp_path: Path, store=None, scales=(1.02, 0.98, 1.0)) -> tuple[Path, list[Path]]:
+    """Accepted runs of one build, a little apart as runs on one host are (the run-to-run noise the gate
+    needs: ``reports.run_noise``), indexed in ``store`` when given; (the newest, ``run-base``, all of them)."""
+    runs = []
+    for i, scale in enumerate(scales):
+        name = "base" if i == len(scales) - 1 else f"base{i}"
+        run = _run(tmp_path, name, scale, f"run-{name}", f"2026-01-0{1 + i}T00:00:00+00:00")
+        if store is not None:
+            store.index(build_report(run), run)
+        runs.append(run)
+    return runs[-1], runs
+
+
 @pytest.mark.parametrize("ci, higher, expected", [
     ([1.20, 1.40], False, "regressed"), ([1.01, 1.04], False, "within_noise"), ([0.97, 1.3], False, "within_noise"),
     ([0.80, 0.90], False, "improved"), ([0.70, 0.90], True, "regressed"), ([1.1, 1.2], True, "improved"),
@@ -43,11 +56,10 @@ def test_the_decision_is_made_on_the_interval_against_the_tolerance(ci, higher, 
 
 
 def test_a_30_percent_slower_run_regresses_and_fails_the_verdict(tmp_path) -> None:
-    base = _run(tmp_path, "base", 1.0, "run-base", "2026-01-10T00:00:00+00:00")
     slow = _run(tmp_path, "slow", 1.3, "run-slow", "2026-01-11T00:00:00+00:00")
     same = _run(tmp_path, "same", 1.0, "run-same", "2026-01-12T00:00:00+00:00")
     with open_store(f"sqlite:///{tmp_path / 'h.sqlite3'}") as store:
-        store.index(build_report(base), base)
+        _history(tmp_path, store)
         settings = CompareSettings("last")
 
         def compare_with_last(run_dir):
@@ -63,6 +75,8 @@ def test_a_30_percent_slower_run_regresses_and_fails_the_verdict(tmp_path) -> No
         ttft = by_name["isl-128_osl-128_con-1 ttft_ms"]
         assert ttft.decision == "regressed" and ttft.ratio == pytest.approx(1.3, rel=1e-3)
         assert ttft.ci95[0] > 1.05 and ttft.n == ttft.baseline_n == 8
+        assert ttft.noise_runs == 3 and ttft.run_noise_pct == pytest.approx(2.0, abs=0.1)
+        assert ttft.ci_method.startswith("run-to-run")
         assert record.verdict.result == "FAIL"
         assert {b.category for b in record.verdict.blockers} == {"comparison"}
         assert any(ch.category == "comparison" and ch.decision == "fail" for ch in record.verdict.checks)
@@ -80,7 +94,8 @@ def test_a_30_percent_slower_run_regresses_and_fails_the_verdict(tmp_path) -> No
         record = build_report(same, compare=compare_with_last(same))
         assert record.comparison.baseline_run == "run-base"
         assert {m.decision for m in record.comparison.metrics if m.name.endswith("ttft_ms")} == {"within_noise"}
-        assert [p.run_id for p in record.comparison.trend] == ["run-base", "run-slow", "run-same"]
+        assert [p.run_id for p in record.comparison.trend] == ["run-base0", "run-base1", "run-base", "run-slow",
+                                                               "run-same"]
 
 
 def test_output_throughput_per_request_is_compared_and_lower_is_a_regression(tmp_path) -> None:
@@ -89,7 +104,7 @@ def test_output_throughput_per_request_is_compared_and_lower_is_a_regression(tmp
     from reports.comparison import compare_runs
     from reports.distributions import request_output_rates
 
-    base = _run(tmp_path, "base", 1.0, "run-base", "2026-01-10T00:00:00+00:00")
+    base, history = _history(tmp_path)
     rows = tmp_path / "rows.jsonl"
     rows.write_text("\n".join(json.dumps(r) for r in (
         {"success": True, "e2el_ms": 2000.0, "output_tokens": 100},
@@ -101,7 +116,7 @@ def test_output_throughput_per_request_is_compared_and_lower_is_a_regression(tmp
     assert request_output_rates(tmp_path / "missing.jsonl") is None
     for scale, decision in ((1.3, "regressed"), (1 / 1.3, "improved"), (1.0, "within_noise")):
         run = _run(tmp_path, f"run-{scale:.2f}", scale, f"run-{scale:.2f}", "2026-01-11T00:00:00+00:00")
-        metrics, _ = compare_runs(run, base, 0.05)
+        metrics, _ = compare_runs(run, base, 0.05, history)
         rate = {m.name: m for m in metrics}["isl-128_osl-128_con-4 output_tok_s"]
         assert rate.higher_is_better and rate.n == rate.baseline_n == 16
         assert rate.ratio == pytest.approx(1 / scale, rel=1e-3) and rate.decision == decision, rate
@@ -113,11 +128,12 @@ def test_output_throughput_per_request_is_compared_and_lower_is_a_regression(tmp
 
 
 def test_warn_shows_a_regression_without_failing(tmp_path) -> None:
-    base = _run(tmp_path, "base", 1.0, "run-base", "2026-01-10T00:00:00+00:00")
     slow = _run(tmp_path, "slow", 1.3, "run-slow", "2026-01-11T00:00:00+00:00")
-    settings = CompareSettings(str(base), on_regression="warn")
-    record = build_report(slow, compare=lambda r: build_comparison(settings, r, slow, *baseline_from(
-        settings, r, None), None))
+    settings = CompareSettings(str(tmp_path / "base"), on_regression="warn")
+    with open_store(f"sqlite:///{tmp_path / 'h.sqlite3'}") as store:
+        _history(tmp_path, store)
+        record = build_report(slow, compare=lambda r: build_comparison(settings, r, slow, *baseline_from(
+            settings, r, store), store))
     assert any(m.decision == "regressed" for m in record.comparison.metrics)
     # the slower requests leave some complete-tier targets inside their 95% interval (inconclusive), but
     # the regression itself neither blocks nor is a required check
@@ -263,11 +279,16 @@ def test_media_points_are_compared_on_their_requests_latency(tmp_path) -> None:
         return tmp_path / name
 
     base = run("base", [100.0 + (i % 5) for i in range(12)])
+    history = [run("base1", [98.0 + (i % 5) for i in range(12)]), run("base2", [103.0 + (i % 5) for i in range(12)])]
     slow = run("slow", [130.0 + (i % 5) for i in range(12)])
-    metrics, notes = compare_runs(slow, base, 0.05)
+    metrics, notes = compare_runs(slow, base, 0.05, history)
     assert [(m.name, m.decision, m.n) for m in metrics] == [("embedding_con-1 latency_ms", "regressed", 12)]
     few = run("few", [130.0, 131.0])
-    assert compare_runs(few, base, 0.05)[0][0].decision == "inconclusive"
+    assert compare_runs(few, base, 0.05, history)[0][0].decision == "inconclusive"
+    # without earlier runs the run-to-run noise is unknown: shown on the requests' interval, not decided
+    alone, notes = compare_runs(slow, base, 0.05)
+    assert alone[0].decision == "inconclusive" and alone[0].ci95[0] > 1.2 and alone[0].noise_runs == 1
+    assert any("run-to-run noise unknown for 1 metric(s): 1 accepted run(s)" in n for n in notes)
 
 
 def _pressure(run_dir: Path, share: float | None) -> None:
@@ -287,13 +308,14 @@ def _pressure(run_dir: Path, share: float | None) -> None:
 def test_a_busier_host_is_never_taken_for_a_slower_build(tmp_path, mine, base, decided) -> None:
     from reports.comparison import PRESSURE_TOLERANCE
 
-    base_dir = _run(tmp_path, "base", 1.0, "run-base", "2026-01-10T00:00:00+00:00")
     slow = _run(tmp_path, "slow", 1.3, "run-slow", "2026-01-11T00:00:00+00:00")
-    _pressure(base_dir, base)
-    _pressure(slow, mine)
-    settings = CompareSettings(str(base_dir))
-    record = build_report(slow, compare=lambda r: build_comparison(settings, r, slow, *baseline_from(
-        settings, r, None), None))
+    with open_store(f"sqlite:///{tmp_path / 'h.sqlite3'}") as store:
+        base_dir, _ = _history(tmp_path, store)
+        _pressure(base_dir, base)
+        _pressure(slow, mine)
+        settings = CompareSettings(str(base_dir))
+        record = build_report(slow, compare=lambda r: build_comparison(settings, r, slow, *baseline_from(
+            settings, r, store), store))
     c = record.comparison
     assert (c.cpu_pressure, c.baseline_cpu_pressure) == (mine, base)
     decisions = {m.decision for m in c.metrics if m.name.endswith("ttft_ms")}

@@ -1,8 +1,9 @@
 """``run.py --history``: three releases recorded into a private history store by the reports step, then the
 history page and document written from it, and the page rendered by headless Chromium.
 
-The releases are the fixture run directory (the real formats) made into three runs: a baseline, one whose
-TTFT is 60% slower (the regression gate decides it regressed against the first), and one on another host.
+The releases are the fixture run directory (the real formats) made into five runs: three of one build a
+little apart (the accepted runs whose spread the regression gate needs), one whose TTFT is 60% slower (the
+gate decides it regressed against the newest of them), and one on another host.
 """
 from __future__ import annotations
 
@@ -47,9 +48,10 @@ def _release(make_run, day: int, slower: float = 1.0, cpu: str | None = None):
 
 @pytest.fixture
 def history(make_run, tmp_path, monkeypatch):
-    """Three releases indexed into a private SQLite history store; their ids, oldest first."""
+    """Five releases indexed into a private SQLite history store; their ids, oldest first."""
     monkeypatch.setenv("TT_HISTORY_URL", f"sqlite:///{tmp_path / 'history.sqlite3'}")
-    return [_release(make_run, 10), _release(make_run, 11, slower=1.6), _release(make_run, 12, cpu="Other CPU")]
+    return [_release(make_run, 8, slower=0.98), _release(make_run, 9, slower=1.02), _release(make_run, 10),
+            _release(make_run, 11, slower=1.6), _release(make_run, 12, cpu="Other CPU")]
 
 
 def test_history_writes_the_document_and_the_page(history, tmp_path):
@@ -57,14 +59,14 @@ def test_history_writes_the_document_and_the_page(history, tmp_path):
     assert run_history.main(["--output-dir", str(out), "--model", "SmolLM2-135M-Instruct"]) == 0
     doc = json.loads((out / "history.json").read_text())
     assert [r["run_id"] for r in doc["runs"]] == history and len(doc["specs"]) == 1
-    base, slow, other = doc["runs"]
+    _, _, base, slow, other = doc["runs"]
     assert base["spec"]["key"] == "SmolLM2-135M-Instruct|cpu|cpu-reference|vllm" and base["verdict"] == "PASS"
     assert set(base) >= {"run_id", "spec", "commit", "host_fingerprint", "started", "verdict", "metrics"}
     ttft = next(m for m in base["metrics"] if m["check"] == f"ttft_ms {CON4} complete")
     assert ttft["series"] == f"ttft_ms {CON4}" and ttft["ci95"][0] < ttft["value"] < ttft["ci95"][1]
-    # the gate decided the second release regressed against the first, on the metric it names
+    # the gate decided the slow release regressed against the newest accepted one, on the metric it names
     assert {(g["series"], g["decision"], g["baseline_run"]) for g in slow["gate"]} >= {
-        (f"ttft_ms {CON4}", "regressed", history[0])}
+        (f"ttft_ms {CON4}", "regressed", history[2])}
     assert slow["verdict"] == "FAIL" and not slow["host_changes"]
     assert other["host_changes"] and any(c.startswith("cpu: ") for c in other["host_changes"])
     assert other["host_fingerprint"] != base["host_fingerprint"] and not other["gate"]
@@ -84,7 +86,7 @@ def test_run_py_history_option(history, tmp_path, capsys):
     assert run_py(["--history", "--output-dir", str(tmp_path / "h"), "--model", "SmolLM2-135M-Instruct",
                    "--device", "CPU"]) == 0
     doc = json.loads((tmp_path / "h" / "history.json").read_text())
-    assert doc["filters"] == {"model": "SmolLM2-135M-Instruct", "device": "cpu"} and len(doc["runs"]) == 3
+    assert doc["filters"] == {"model": "SmolLM2-135M-Instruct", "device": "cpu"} and len(doc["runs"]) == 5
     assert run_py(["--history", "--model", "SmolLM2-135M-Instruct"]) == 2
     assert "add --output-dir DIR" in capsys.readouterr().err
     assert run_py(["--history", "--workflow", "release", "--output-dir", str(tmp_path / "x")]) == 2
