@@ -157,7 +157,8 @@ COST_ARGS: Mapping[str, str] = {
 COMPARE_ARGS: Mapping[str, str] = {
     "regression_tolerance": "relative change a regression must exceed to fail, e.g. 0.05 (default: the spec's "
                             "regression_tolerance, else 0.05)",
-    "on_regression": "fail (default) | warn: what a regression beyond the tolerance does to the verdict",
+    "on_regression": ("fail | warn: what a regression beyond the tolerance does to the verdict (default fail; "
+                      "warn for a smoke release compared with last without --compare-to)"),
     "compare_hosts": "same (default) | any: also compare with a run from a host with another fingerprint",
     **COST_ARGS,
 }

@@ -112,6 +112,16 @@ def _setup_of(run_dir: Path) -> str | None:
         return None
 
 
+def default_policy(workflow_args: dict, default: bool) -> str:
+    """``fail``, except a smoke release's own comparison with ``last`` (not asked for with --compare-to): ``warn``.
+    Why: a smoke point is 8 requests in a few seconds of one run, and a passing slowdown of a shared host
+    lands in most of them (measured: one of three healthy smoke releases here had 6 of its 8 concurrency-1
+    requests 30% slower, TPOT 73 ms against 52-65, with the host's CPU pressure unchanged): the gate then
+    decides a regression no rerun shows. The comparison is still shown; --compare-to or on_regression=fail
+    gates a smoke run, and ci and full releases, whose points span longer, gate by default."""
+    return "warn" if default and str(workflow_args.get("mode", "ci")) == "smoke" else "fail"
+
+
 def settings_from(cli_args: dict, workflow_args: dict, spec: ModelSpec, workflow: str | None) -> CompareSettings | None:
     """The run's comparison settings, or None when the run compares with nothing.
 
@@ -133,7 +143,7 @@ def settings_from(cli_args: dict, workflow_args: dict, spec: ModelSpec, workflow
         raise CompareError(f"regression_tolerance {raw!r} is not a number (a share, e.g. 0.05)") from None
     if not 0 <= tolerance < 1:
         raise CompareError(f"regression_tolerance {tolerance:g} is not a share between 0 and 1")
-    policy = str(workflow_args.get("on_regression", "fail"))
+    policy = str(workflow_args.get("on_regression", default_policy(workflow_args, default)))
     if policy not in POLICIES:
         raise CompareError(f"on_regression={policy!r} is not one of: {', '.join(POLICIES)}")
     any_host = str(workflow_args.get("compare_hosts", "same")) == "any"

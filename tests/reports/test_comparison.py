@@ -252,6 +252,11 @@ def test_settings_and_bad_baselines(tmp_path) -> None:
     assert settings_from({}, {}, spec, "benchmarks") is None
     release = settings_from({}, {}, model_spec(device_model_spec={"regression_tolerance": 0.1}), "release")
     assert release.requested == "last" and release.default and release.tolerance == 0.1
+    assert release.on_regression == "fail"   # a ci release's own comparison gates
+    # a smoke release's own comparison shows regressions, asked for (or on_regression=fail) it gates
+    assert settings_from({}, {"mode": "smoke"}, spec, "release").on_regression == "warn"
+    assert settings_from({"compare_to": "last"}, {"mode": "smoke"}, spec, "release").on_regression == "fail"
+    assert settings_from({}, {"mode": "smoke", "on_regression": "fail"}, spec, "release").on_regression == "fail"
     assert settings_from({"compare_to": "x"}, {"regression_tolerance": "0.02"}, spec, "evals").tolerance == 0.02
     assert settings_from({"compare_to": "x"}, {}, spec, "evals").tolerance == 0.05
     with pytest.raises(CompareError, match="on_regression"):
