@@ -41,3 +41,18 @@ def read_cases(path: Path) -> list[CaseResult]:
                               message=message, markers=markers, divergent=_count(props.get("divergent")),
                               compared=_count(props.get("compared"))))
     return out
+
+
+def merge(parts: list[Path], out: Path, suite_name: str) -> int:
+    """Write every <testcase> of ``parts`` (pytest JUnit files) into one suite at ``out``, with its totals;
+    returns the number of cases."""
+    cases = [case for part in parts for case in ET.parse(part).getroot().iter("testcase")]
+    root = ET.Element("testsuites")
+    suite = ET.SubElement(root, "testsuite", name=suite_name, tests=str(len(cases)),
+                          failures=str(sum(c.find("failure") is not None for c in cases)),
+                          errors=str(sum(c.find("error") is not None for c in cases)),
+                          skipped=str(sum(c.find("skipped") is not None for c in cases)),
+                          time=f"{sum(float(c.get('time') or 0) for c in cases):.3f}")
+    suite.extend(cases)
+    ET.ElementTree(root).write(out, encoding="utf-8", xml_declaration=True)
+    return len(cases)

@@ -3,6 +3,8 @@
     python -m server_tests.run_tests --run-dir RUN_DIR --model-spec-json PATH --server-url URL \
         --workflow-args-json '{"markers": "sampling and not stream", "test_name": "seed", "list_tests": "true"}'
 
+The cases that compare two answers of one request run first with nothing else in flight, then the rest
+several at a time (``ALONE``, ``parallel_workers``); their JUnit files are merged into one.
 Writes RUN_DIR/tests/junit.xml, RUN_DIR/tests/tests_record.json (``records.server_tests.TestsRecord``)
 and RUN_DIR/tests/outputs.json. ``list_tests=true`` prints the selected cases and runs nothing.
 Exit 0 when no case failed or errored, 1 when one did, 2 on bad input (an unknown marker, a
@@ -33,6 +35,31 @@ def _log(msg: str) -> None:
     print(f"[tests] {msg}", flush=True)
 
 
+#: Cases that compare two answers of one request (greedy alone and in a batch, streamed and not, one seed
+#: twice): on an engine that is not batch invariant another case's request in flight could change one of the
+#: answers, so they run first with nothing else in flight; every other case is independent of its neighbours
+#: and the rest run ``parallel_workers`` at a time (pytest-xdist), as the server batches them.
+ALONE = "invariance or alone"
+
+
+def parallel_workers(spec: ModelSpec) -> int:
+    """Cases in flight at once: the spec's max concurrency (its batch), at most 4. Measured on the 2-core CPU
+    default (batch 4, where a decode step of 4 requests costs what one costs): the suite 18.2 s -> see README."""
+    return max(1, min(4, int(spec.device_model_spec.max_concurrency or 1)))
+
+
+def phase_commands(out_dir: Path, markers: str | None, test_name: str | None,
+                   workers: int) -> list[tuple[list[str], Path]]:
+    """(pytest command, its JUnit file) of the two phases: the cases that must run alone, then the rest."""
+    within = f"({markers}) and " if markers else ""
+    alone = out_dir / "junit_alone.xml"
+    rest = out_dir / "junit_parallel.xml"
+    parallel = pytest_command(rest, f"{within}not ({ALONE})", test_name, False)
+    if workers > 1:
+        parallel += ["-p", "xdist", "-n", str(workers)]
+    return [(pytest_command(alone, f"{within}({ALONE})", test_name, False), alone), (parallel, rest)]
+
+
 def pytest_command(junit: Path | None, markers: str | None, test_name: str | None, list_only: bool) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", str(CASES_DIR), "-c", str(CASES_DIR / "pytest.ini"),
            "--rootdir", str(CASES_DIR), "-v"]
@@ -47,7 +74,12 @@ def pytest_command(junit: Path | None, markers: str | None, test_name: str | Non
     return cmd
 
 
-def suite_env(server_url: str, served_model_name: str, spec: ModelSpec) -> dict[str, str]:
+#: Prompts of the batch-invariance case per size mode: a smoke run sends 4 (one batch of the CPU default;
+#: the 8 sent one at a time were a third of the smoke suite's time), ci and full 8.
+INVARIANCE_PROMPTS_PER_MODE = {"smoke": 4}
+
+
+def suite_env(server_url: str, served_model_name: str, spec: ModelSpec, mode: str = "ci") -> dict[str, str]:
     """The suite's settings (see cases/conftest.py); the bearer stays in OPENAI_API_KEY as given."""
     root = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ, TT_TEST_SERVER_URL=server_url, PYTHONUNBUFFERED="1")
@@ -55,6 +87,8 @@ def suite_env(server_url: str, served_model_name: str, spec: ModelSpec) -> dict[
     env["TT_SERVED_MODEL_NAME"] = served_model_name
     env["TT_TEST_ENGINE"] = os.environ.get("TT_TEST_ENGINE") or spec.engine.value
     env["TT_TEST_MAX_BATCH_DIVERGENCE"] = str(spec.device_model_spec.max_batch_divergence)
+    if mode in INVARIANCE_PROMPTS_PER_MODE:
+        env["TT_TEST_INVARIANCE_PROMPTS"] = str(INVARIANCE_PROMPTS_PER_MODE[mode])
     return env
 
 
@@ -75,30 +109,52 @@ def run(inv: ClientInvocation) -> int:
     markers, test_name = args.get("markers") or None, args.get("test_name") or None
     list_only = str(args.get("list_tests", "")).lower() in _TRUE
     junit = inv.out_dir / "junit.xml"
-    env = suite_env(inv.server_url, inv.served_model_name, inv.spec)
-    cmd = pytest_command(None if list_only else junit, markers, test_name, list_only)
+    env = suite_env(inv.server_url, inv.served_model_name, inv.spec, str(args.get("mode") or "ci"))
     _log(f"server {inv.server_url}, model {env['TT_SERVED_MODEL_NAME']}, engine {env['TT_TEST_ENGINE'] or '?'}")
-    _log("$ " + " ".join(cmd))
-    started, t0 = _now(), time.monotonic()
-    code = subprocess.call(cmd, env=env, cwd=str(CASES_DIR))
     filters = {"markers": markers, "test_name": test_name}
     if list_only:
+        cmd = pytest_command(None, markers, test_name, True)
+        _log("$ " + " ".join(cmd))
+        code = subprocess.call(cmd, env=env, cwd=str(CASES_DIR))
         inv.write_outputs([])
         if code != 0:
             raise BadInput(f"pytest could not list the cases (exit {code})")
         return EXIT_OK
+    started, t0 = _now(), time.monotonic()
+    phases = phase_commands(inv.out_dir, markers, test_name, parallel_workers(inv.spec))
+    codes = []
+    for cmd, part in phases:
+        part.unlink(missing_ok=True)
+        _log("$ " + " ".join(cmd))
+        codes.append(subprocess.call(cmd, env=env, cwd=str(CASES_DIR)))
+        if inv.stop.requested:
+            break
+    merged = merge_junit([part for _, part in phases], junit)
+    commands = [cmd for cmd, _ in phases]
     if inv.stop.requested:
-        if junit.is_file():
-            _write_record(inv, env, cmd, junit, started, time.monotonic() - t0, filters, interrupted=True)
+        if merged:
+            _write_record(inv, env, commands, junit, started, time.monotonic() - t0, filters, interrupted=True)
             _log(f"interrupted by {inv.stop.name}: the record keeps the cases that ran")
         return inv.stop.exit_code
-    if code in (4, 5) or not junit.is_file():
-        why = "no case matches the filters" if code == 5 else f"pytest could not run the suite (exit {code})"
+    broken = [code for code in codes if code not in (0, 1, 5)]
+    if broken or not merged:
+        why = f"pytest could not run the suite (exit {broken[0]})" if broken else "no case matches the filters"
         raise BadInput(f"{why} (markers={markers!r}, test_name={test_name!r})")
-    return _write_record(inv, env, cmd, junit, started, time.monotonic() - t0, filters)
+    return _write_record(inv, env, commands, junit, started, time.monotonic() - t0, filters)
 
 
-def _write_record(inv: ClientInvocation, env: dict, cmd: list[str], junit: Path, started: str,
+def merge_junit(parts: list[Path], junit: Path) -> bool:
+    """Write the phases' cases into one JUnit file (and remove the parts); False when no phase ran a case."""
+    from server_tests.junit import merge
+
+    present = [part for part in parts if part.is_file()]
+    count = merge(present, junit, suite_name="api_conformance") if present else 0
+    for part in present:
+        part.unlink()
+    return count > 0
+
+
+def _write_record(inv: ClientInvocation, env: dict, commands: list[list[str]], junit: Path, started: str,
                   duration: float, filters: dict, interrupted: bool = False) -> int:
     from records.server_tests import TestsRecord
     from server_tests.junit import read_cases
@@ -107,7 +163,8 @@ def _write_record(inv: ClientInvocation, env: dict, cmd: list[str], junit: Path,
                          server_url=inv.server_url, engine=env["TT_TEST_ENGINE"] or None,
                          filters={k: v for k, v in filters.items() if v}, started=started,
                          duration_s=round(duration, 3), junit_xml=inv.rel(junit),
-                         pytest_command=" ".join(cmd[1:]), cases=read_cases(junit))
+                         pytest_command=" ; ".join(" ".join(cmd[1:]) for cmd in commands),
+                         cases=read_cases(junit))
     record.summarise()
     if interrupted:
         record.passed, record.status = False, "failed"

@@ -44,6 +44,7 @@ def test_chat_answer_shape(api):
 @pytest.mark.completions
 @pytest.mark.stream
 @pytest.mark.feature("stream")
+@pytest.mark.alone
 def test_completion_stream_equals_nonstream(api):
     body = dict(prompt=PROMPT, max_tokens=6, temperature=0, ignore_eos=True)
     whole = api.completion(**body)["choices"][0]["text"]
@@ -57,6 +58,7 @@ def test_completion_stream_equals_nonstream(api):
 @pytest.mark.chat
 @pytest.mark.stream
 @pytest.mark.feature("stream")
+@pytest.mark.alone
 def test_chat_stream_equals_nonstream(api):
     body = dict(messages=MESSAGES, max_tokens=6, temperature=0, ignore_eos=True)
     whole = api.chat(**body)["choices"][0]["message"]["content"]

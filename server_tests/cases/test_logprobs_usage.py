@@ -79,6 +79,7 @@ def test_usage_matches_text(api):
 @pytest.mark.usage
 @pytest.mark.stream
 @pytest.mark.feature("stream")
+@pytest.mark.alone
 def test_stream_usage_equals_nonstream(api):
     body = dict(prompt=PROMPT, max_tokens=5, temperature=0, ignore_eos=True)
     whole = api.completion(**body)["usage"]

@@ -57,6 +57,7 @@ def test_stop_honoured(api):
 
 @pytest.mark.sampling
 @pytest.mark.feature("seed")
+@pytest.mark.alone
 def test_same_seed_same_text(api):
     body = dict(prompt=PROMPT, max_tokens=8, temperature=1.0, top_p=1.0, seed=1234, ignore_eos=True)
     first = api.completion(**body)["choices"][0]["text"]

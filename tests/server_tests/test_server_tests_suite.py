@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from records.server_tests import TestsRecord
-from tests.helpers import CPU_SPEC_ID, MEDIA_SPEC_ID, write_model_spec
+from tests.helpers import CPU_SPEC_ID, MEDIA_SPEC_ID, model_spec, write_model_spec
 from tests.server_tests.fake_openai import DEFECTS, FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[2]
@@ -190,3 +190,35 @@ def test_sigterm_keeps_the_cases_that_ran(tmp_path):
     record = TestsRecord.read(tmp_path / "tests" / "tests_record.json")
     assert not record.passed and record.detail.startswith("interrupted")
     assert 0 < record.counts["passed"] < len(DEFECT_FOR_CASE)
+
+
+def test_the_cases_that_compare_two_answers_run_alone_then_the_rest_side_by_side(tmp_path):
+    """Two phases: ``-m (filters) and (invariance or alone)`` one at a time, then the rest with pytest-xdist at the
+    spec's batch (at most 4); their JUnit files merge into one with its totals; a smoke run's invariance case
+    sends 4 prompts."""
+    from server_tests.junit import merge, read_cases
+    from server_tests.run_tests import ALONE, parallel_workers, phase_commands, suite_env
+
+    def value(cmd: list[str], flag: str) -> str:   # the last occurrence: `python -m pytest` comes first
+        return cmd[len(cmd) - cmd[::-1].index(flag)]
+
+    (alone, alone_junit), (rest, rest_junit) = phase_commands(tmp_path, "sampling", "seed", 4)
+    assert value(alone, "-m") == f"(sampling) and ({ALONE})" and "-n" not in alone
+    assert value(rest, "-m") == f"(sampling) and not ({ALONE})" and rest[-2:] == ["-n", "4"]
+    assert value(alone, "-k") == value(rest, "-k") == "seed"
+    assert "-n" not in phase_commands(tmp_path, None, None, 1)[1][0]
+    spec = model_spec(CPU_SPEC_ID)
+    assert parallel_workers(spec) == min(4, spec.device_model_spec.max_concurrency)
+    assert suite_env("http://h:1", "m", spec, "smoke")["TT_TEST_INVARIANCE_PROMPTS"] == "4"
+    assert "TT_TEST_INVARIANCE_PROMPTS" not in suite_env("http://h:1", "m", spec, "ci")
+    alone_junit.write_text('<testsuites><testsuite name="pytest"><testcase classname="test_a" name="test_x" '
+                           'time="1.5"><failure message="boom"/></testcase></testsuite></testsuites>')
+    rest_junit.write_text('<testsuites><testsuite name="pytest"><testcase classname="test_b" name="test_y" '
+                          'time="0.5"/><testcase classname="test_b" name="test_z" time="0.25"><skipped message="no"/>'
+                          '</testcase></testsuite></testsuites>')
+    assert merge([alone_junit, rest_junit], tmp_path / "junit.xml", suite_name="api_conformance") == 3
+    cases = read_cases(tmp_path / "junit.xml")
+    assert [(c.name, c.outcome) for c in cases] == [("test_a.py::test_x", "failed"), ("test_b.py::test_y", "passed"),
+                                                    ("test_b.py::test_z", "skipped")]
+    suite = (tmp_path / "junit.xml").read_text()
+    assert 'tests="3" failures="1" errors="0" skipped="1" time="2.250"' in suite
