@@ -50,10 +50,15 @@ DEFECT_FOR_CASE = {
 
 
 def run_suite(tmp_path: Path, base_url: str, workflow_args: dict | None = None, engine: str = "vllm",
-              api_key: str | None = KEY, model: str = MODEL, timeout: int = 600) -> subprocess.CompletedProcess:
+              api_key: str | None = KEY, model: str = MODEL, timeout: int = 600,
+              batch: int | None = None) -> subprocess.CompletedProcess:
+    """The tests workflow as run.py starts it. ``batch``: the spec's max_concurrency (the side-by-side phase's
+    workers; 1 runs it without pytest-xdist, whose 4 workers each start this dev interpreter again)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    write_model_spec(tmp_path / "spec.json", MEDIA_SPEC_ID if engine == "media" else CPU_SPEC_ID, model_id="fake",
-                     served_model_name=model)
+    spec = model_spec(MEDIA_SPEC_ID if engine == "media" else CPU_SPEC_ID, model_id="fake", served_model_name=model)
+    if batch is not None:
+        spec.device_model_spec.max_concurrency = batch
+    spec.write(tmp_path / "spec.json")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TT_TEST_") and k != "OPENAI_API_KEY"}
     env.update(PYTHONPATH=str(REPO), TT_SERVED_MODEL_NAME=model)
     if api_key:
@@ -106,11 +111,11 @@ def test_every_case_fails_against_its_defect(tmp_path):
 @pytest.mark.slow
 def test_filters_and_listing(tmp_path):
     with FakeOpenAI(MODEL, KEY) as fake:
-        auth = run_suite(tmp_path / "a", fake.base_url, {"markers": "auth"})
-        run_suite(tmp_path / "b", fake.base_url, {"test_name": "seed"})  # judged below by its record
+        auth = run_suite(tmp_path / "a", fake.base_url, {"markers": "auth"}, batch=1)
+        run_suite(tmp_path / "b", fake.base_url, {"test_name": "seed"}, batch=1)  # judged below by its record
         listed = run_suite(tmp_path / "c", fake.base_url, {"list_tests": "true", "markers": "errors"})
-        nothing = run_suite(tmp_path / "d", fake.base_url, {"test_name": "no_such_case_anywhere"})
-        bad_marker = run_suite(tmp_path / "e", fake.base_url, {"markers": "no_such_marker("})
+        nothing = run_suite(tmp_path / "d", fake.base_url, {"test_name": "no_such_case_anywhere"}, batch=1)
+        bad_marker = run_suite(tmp_path / "e", fake.base_url, {"markers": "no_such_marker("}, batch=1)
     assert auth.returncode == 0, auth.stdout[-2000:]
     names = {_base(c.name) for c in TestsRecord.read(tmp_path / "a" / "tests" / "tests_record.json").cases}
     assert names == {"test_missing_bearer_is_401", "test_invalid_bearer_is_401"}
@@ -126,7 +131,7 @@ def test_filters_and_listing(tmp_path):
 def test_unsupported_features_are_skipped_with_reason(tmp_path):
     with FakeOpenAI(MODEL, api_key=None) as fake:
         proc = run_suite(tmp_path, fake.base_url, {"markers": "logprobs or auth or sampling"}, engine="media",
-                         api_key=None)
+                         api_key=None, batch=1)
     assert proc.returncode == 0, proc.stdout[-3000:]
     cases = {_base(c.name): c for c in TestsRecord.read(tmp_path / "tests" / "tests_record.json").cases}
     assert cases["test_echo_prefixes_prompt"].outcome == "skipped"
