@@ -21,8 +21,8 @@ from reports.comparison import decide
 from reports.run_noise import MIN_RUNS, METHOD_REQUESTS, METHOD_RUNS, log_run_sd, ratio_interval
 
 TOLERANCE = 0.05
-SIMULATIONS = 250
-BOOTSTRAP_ITERATIONS = 200   # the hull's request bootstrap: enough for its edges here, 10x faster
+SIMULATIONS = 200
+BOOTSTRAP_ITERATIONS = 100   # the hull's request bootstrap: enough for its edges here, 20x faster
 
 
 @dataclass(frozen=True)
