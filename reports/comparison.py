@@ -206,6 +206,11 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def noise_unknown(metric: ComparisonMetric) -> bool:
+    """The metric has an interval, but too few accepted runs to tell the run-to-run noise: not decided."""
+    return metric.ci95 is not None and (metric.noise_runs or 0) < MIN_RUNS
+
+
 def _metric(name: str, v: list[float], b: list[float], tolerance: float, higher: bool, run_means: list[float],
             notes: list[str]) -> ComparisonMetric:
     """One metric from both runs' per-request values and the accepted runs' means, decided (module docstring)."""
@@ -228,7 +233,7 @@ def _metric(name: str, v: list[float], b: list[float], tolerance: float, higher:
         metric.decision = "inconclusive"
         notes.append(f"{name}: {min(len(v), len(b))} requests in a run, fewer than {MIN_REQUESTS}: "
                      f"the interval is shown, not trusted to decide")
-    elif metric.ci95 is not None and (metric.noise_runs or 0) < MIN_RUNS:
+    elif noise_unknown(metric):
         metric.decision = "inconclusive"
     if metric.ci95 is None:
         notes.append(f"{name}: no per-request values in {'both runs' if not v and not b else 'one run'}"
@@ -254,13 +259,12 @@ def compare_runs(run_dir: Path, baseline_dir: Path, tolerance: float,
         notes.append("points measured by one run only (not compared): " + ", ".join(only))
     for name in sorted(set(mine) & set(theirs)):
         (v, higher), (b, _) = mine[name], theirs[name]
-        run_means = [m for m in (_mean(b), *(_mean(run.get(name, ([], higher))[0]) for run in others))
+        run_means = [m for m in (_mean(b), *(_mean(run[name][0]) for run in others if name in run))
                      if m is not None]
         metrics.append(_metric(name, v, b, tolerance, higher, run_means, notes))
     if not metrics:
         notes.append("the runs measured no benchmark point in common; nothing to compare")
-    undecided = [m for m in metrics if m.ci95 is not None and (m.noise_runs or 0) < MIN_RUNS
-                 and min(m.n or 0, m.baseline_n or 0) >= MIN_REQUESTS]
+    undecided = [m for m in metrics if noise_unknown(m) and min(m.n or 0, m.baseline_n or 0) >= MIN_REQUESTS]
     if undecided:
         runs = max(m.noise_runs or 0 for m in undecided)
         notes.append(f"run-to-run noise unknown for {len(undecided)} metric(s): {runs} accepted run(s) of this setup "

@@ -66,11 +66,11 @@ def ratio_interval(values: Sequence[float], baseline: Sequence[float], run_means
     """The interval of mean(values) / mean(baseline) (module docstring); ``run_means`` are the accepted runs'
     means of the metric, the baseline's among them. Raises ValueError when a run has no values."""
     boot = bootstrap_ratio_of_means(values, baseline, iterations=iterations)
+    runs = sum(1 for m in run_means if m > 0)
     sd = log_run_sd(run_means)
     if sd is None:
-        return RatioInterval(boot.low, boot.high, METHOD_REQUESTS, len([m for m in run_means if m > 0]), None)
+        return RatioInterval(boot.low, boot.high, METHOD_REQUESTS, runs, None)
     ratio = (sum(values) / len(values)) / (sum(baseline) / len(baseline))
-    runs = len([m for m in run_means if m > 0])
     half = student_t_equivalent(Z95, runs - 1) * math.sqrt(2.0) * sd
     low, high = ratio * math.exp(-half), ratio * math.exp(half)
     return RatioInterval(min(low, boot.low), max(high, boot.high), METHOD_RUNS, runs, sd)
