@@ -15,7 +15,6 @@ from typing import Callable
 from records.agreement import (
     MIN_CYCLES,
     AgreementBlock,
-    AgreementRecord,
     abba_order,
     agreement_stop,
     judge_metrics,
@@ -30,14 +29,29 @@ class BlockFailed(RuntimeError):
     """A block could not be measured (the tool could not run, or no request completed); one line."""
 
 
-def run_abba(record: AgreementRecord, measure: MeasureBlock, deadline: float | None = None,
-             interrupted: Callable[[], bool] = lambda: False) -> AgreementRecord:
+#: Decide every metric over the blocks so far: (blocks in run order, looks taken) -> the metrics, each with a
+#: ``decision`` that is ``inconclusive`` while undecided.
+JudgeBlocks = Callable[[list, int], list]
+
+
+def run_abba(record, measure: MeasureBlock, deadline: float | None = None,
+             interrupted: Callable[[], bool] = lambda: False, judge: JudgeBlocks | None = None,
+             side_names: tuple[str, str] | None = None):
     """Fill ``record`` (point, tool, band, max_cycles set) with blocks in ABBA order and decide its metrics.
 
     Looks after each whole cycle from ``MIN_CYCLES`` on; stops when every metric is decided (``decided``),
     when the cycles end or the next cycle would not finish before ``deadline`` (``budget``: time.monotonic
     seconds, judged from the mean block time so far), on a signal (``interrupted``) or when a block fails
-    (``failed``, the reason in ``notes``). The metrics are decided on what was measured in every case."""
+    (``failed``, the reason in ``notes``). The metrics are decided on what was measured in every case.
+
+    The same loop serves another paired comparison (``benchmarking.ab_points``: two servers): ``record`` then
+    is any record with ``blocks``, ``metrics``, ``notes``, ``max_cycles`` and ``stopped``; ``judge`` decides its
+    metrics (default: the agreement of two tools against the record's band) and ``side_names`` names sides A and
+    B in its notes (default: ours and the record's tool)."""
+    if judge is None:
+        def judge(blocks: list, looks: int) -> list:
+            return judge_metrics(record.point, record.tool, blocks, record.band, record.max_cycles, looks)
+    names = side_names or ("ours", record.tool)
     looks, stopped = 0, "budget"
     order = abba_order(record.max_cycles)
     started = time.monotonic()
@@ -54,19 +68,17 @@ def run_abba(record: AgreementRecord, measure: MeasureBlock, deadline: float | N
         try:
             record.blocks.append(measure(side, index))
         except BlockFailed as exc:
-            record.notes.append(f"block {index} ({'ours' if side == 'A' else record.tool}) failed: {exc}")
+            record.notes.append(f"block {index} ({names[0] if side == 'A' else names[1]}) failed: {exc}")
             stopped = "failed"
             break
         cycle_done = (index + 1) % 4 == 0
         if cycle_done and (index + 1) // 4 >= MIN_CYCLES:
             looks += 1
-            record.metrics = judge_metrics(record.point, record.tool, record.blocks, record.band, record.max_cycles,
-                                           looks)
+            record.metrics = judge(record.blocks, looks)
             if agreement_stop(record.metrics):
                 stopped = "decided"
                 break
     if not record.metrics or stopped != "decided":
         whole = record.blocks[:len(record.blocks) - len(record.blocks) % 2]  # an unpaired last block is left out
-        record.metrics = judge_metrics(record.point, record.tool, whole, record.band, record.max_cycles,
-                                       max(looks, 1))
+        record.metrics = judge(whole, max(looks, 1))
     return settle(record, stopped)

@@ -49,6 +49,7 @@ class BenchArgs:
     agreement: str | None = None  # a tool measured against ours at each judged point (benchmarking/agreement.py)
     agreement_band: float = 0.10  # the noise band of its decisions (share)
     agreement_cycles: int = 4  # the most ABBA cycles per point
+    ab_cycles: int = 6  # the most ABBA cycles per point of an A/B of two servers (benchmarking/ab_points.py)
     vllm_python: str | None = None
     budget_s: float | None = None
     point_budget_s: float | None = None
@@ -119,7 +120,12 @@ def parse_points(value: str) -> list[tuple[int, int, int, int | None]]:
         parts = item.lower().split("x")
         if len(parts) not in (3, 4):
             raise BenchArgError(f"point {item!r} must be ISLxOSLxCON or ISLxOSLxCONxN")
-        nums = [_int("points", p, minimum=1) for p in parts]
+        try:
+            nums = [_int("points", p, minimum=1) for p in parts]
+        except BenchArgError:
+            raise BenchArgError(f"point {item!r}: every size (ISL, OSL, CON, N) must be a whole number >= 1") from None
+        if any(o[:3] == tuple(nums[:3]) for o in out):  # which prompt count was meant? keeping one would hide it
+            raise BenchArgError(f"point {item!r} is given twice in points=; give each ISLxOSLxCON once")
         out.append((nums[0], nums[1], nums[2], nums[3] if len(nums) == 4 else None))
     if not out:
         raise BenchArgError("workflow arg points= is empty")
@@ -168,6 +174,8 @@ def _check_cross_keys(args: BenchArgs, raw: dict) -> None:
     if args.body_fields and "vllm" in args.tools:
         raise BenchArgError(f"request body fields ({', '.join(sorted(args.body_fields))}) reach only the tt tool; "
                             "tools=vllm (`vllm bench serve`) cannot send them")
+    if args.ab_cycles < 2:
+        raise BenchArgError(f"ab_cycles={args.ab_cycles} must be >= 2 (the first look comes after the second cycle)")
     if "stall_timeout_s" not in raw:
         args.stall_timeout_s = DEFAULT_STALL_TIMEOUT_S[args.mode]
     if args.point_budget_s is not None and args.point_budget_s <= args.stall_timeout_s:
@@ -316,6 +324,7 @@ _VALUE_PARSERS: dict[str, Callable[[str, str], Any]] = {
     "mode": _one_of(MODES), "only_targets": _bool, "points": _points, "percentiles": _percentiles,
     "goodput": _goodput, "tools": _tools, "tool": _one_of(TOOL_CHOICES), "vllm_python": _text,
     "agreement": _one_of(TOOL_CHOICES), "agreement_band": _float, "agreement_cycles": _count,
+    "ab_cycles": _count,
     "perf_tiers": _one_of(PERF_TIERS),
     "precision": _sampling, "sample_budget_s": _sampling,
     **dict.fromkeys(("budget_s", "point_budget_s", "request_timeout_s", "stall_timeout_s"), _float),

@@ -16,6 +16,7 @@ and the silence in its error text.
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 import time
 from dataclasses import dataclass
@@ -218,7 +219,9 @@ class RawTransport:
         self.ssl = ssl.create_default_context() if u.scheme == "https" else None
         self.prefix = u.path.rstrip("/")
         self.host_header = u.netloc
-        self.header_lines = "".join(f"{k}: {v}\r\n" for k, v in bearer_headers(cfg.api_key).items())
+        # the User-Agent names this client process: a server's log tells one run's requests from another's
+        self.header_lines = "".join(f"{k}: {v}\r\n" for k, v in bearer_headers(cfg.api_key).items()) + \
+            f"User-Agent: tt-bench/{os.getpid()}\r\n"
         self.url = f"{cfg.base_url.rstrip('/')}{cfg.endpoint}"
         self.idle: list[_Conn] = []
         self.active: set[_Conn] = set()

@@ -164,3 +164,5 @@ def judge(ctx: Context, point: Point, record: BenchPoint, ttfts_ms: list[float] 
         if tier.get("error_rate_pass") is False:
             decisions.append("fail")
         tier["decision"] = tier_decision(decisions, True)
+        if record.reconciliation is not None and not record.reconciliation.decides and tier["decision"]:
+            tier["decision"] = "inconclusive"  # the report's rule (records.judge_benchmarks.tier_target_checks)

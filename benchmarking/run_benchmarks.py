@@ -33,7 +33,7 @@ from records.bench_timeline import workload_lines
 from contracts.typed_record import RecordError
 from contracts.cpu_cost import probe_for_run
 from contracts.client_main import BadInput, ClientInvocation, StopSignals, run_client
-from benchmarking import run_control
+from benchmarking import reconcile, run_control
 from benchmarking.sweeps import Point, build_points
 
 __all__ = ["WORKFLOW_ARG_KEYS", "main"]
@@ -109,6 +109,7 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     probe, watched = probe_for_run(ctx.run_dir)
     probe.start()
     started = point_run.now()
+    clock = (time.process_time(), time.monotonic())  # the client's CPU share over the point (reconcile.pacing)
     try:
         measured, sampling = _measure_point(ctx, point, budget_s)
     finally:
@@ -116,15 +117,17 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     cost = probe.stop()
     ended = point_run.now()
     run, check = measured.run, measured.prompt_check
-    after = prom.fetch_metrics(ctx.base_url, ctx.api_key) if before is not None and not run.interrupted else None
     # requests cut by a signal are not the server's failures: the point is partial, not failed
     finished = [r for r in run.records if r.error_class != "interrupted"]
+    reconciliation, after = (None, None) if run.interrupted else \
+        reconcile.point(ctx, point, before, finished, clock)
     metrics = compute_metrics(finished, run.duration, isl=point.isl, osl=point.osl,
                               max_concurrency=point.max_concurrency, num_prompts=point.num_prompts,
                               percentiles=b.percentiles, goodput=b.goodput or None)
     interrupted = signal.Signals(run.interrupted).name if run.interrupted else None
     ctx.stop.signum = ctx.stop.signum or run.interrupted
-    warnings = _point_warnings(ctx, point, measured, metrics, finished, budget_s, interrupted)
+    warnings = _point_warnings(ctx, point, measured, metrics, finished, budget_s, interrupted) \
+        + reconcile.warnings(reconciliation)
     summary = measured.summary
     if summary is not None:
         summary["failed_check"] = measured.failed_check
@@ -139,7 +142,7 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
         requests_file=ctx.rel(requests_path), prompt_check=check, percentiles=b.percentiles,
         goodput_slos=b.goodput or None, budget_exhausted=run.budget_exhausted, not_sent=run.not_sent,
         server_metrics=server_metrics, warnings=warnings, interrupted=interrupted, complete=interrupted is None,
-        workload=summary, server_state=state, sampling=sampling)
+        workload=summary, server_state=state, sampling=sampling, reconciliation=reconciliation)
     record.set_cost(cost, watched)
     ok = [r for r in finished if r.success and not r.warmup]
     point_run.judge(ctx, point, record, [r.ttft * 1000.0 for r in ok],
@@ -289,7 +292,8 @@ def print_table(records: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_client("benchmarks", "tt-inference-server benchmarks workflow", run, argv)
+    from benchmarking.ab_points import add_arguments
+    return run_client("benchmarks", "tt-inference-server benchmarks workflow", run, argv, add_arguments=add_arguments)
 
 
 def run(invocation: ClientInvocation) -> int:
@@ -348,7 +352,7 @@ def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: 
     halt = None  # why the sweep stops early: "interrupted", "silent" (warm-up) or a SERVER_GONE class
     from benchmarking.tools import RECORD_TOOL, ToolUnavailable
     main_tool = RECORD_TOOL[bench.tool]  # who measures each point (tool=); "tt" below is that point's slot
-    todo = [p for p in points if load_finished(os.path.join(ctx.out_dir, p.stem + ".json"), p, main_tool) is None]
+    todo = reconcile.todo_after_quiet(ctx, points, main_tool, load_finished)  # a resume: the server idle first
     if not ctx.disable_warmup and todo and not stop.signum:
         halt = point_run.warm_up(ctx, sorted({(p.isl, p.osl) for p in todo}))
 
@@ -411,6 +415,9 @@ def run_sweep(ctx: Context, points: list[Point], vllm_python: str | None, stop: 
     if not halt:
         measured = [p for p in agreeing if p.stem not in skipped and not any(p.stem in f for f in failed_points)]
         outputs += agreement_pass(ctx, measured, sweep_deadline, not_run)
+        from benchmarking.ab_points import ab_pass
+        outputs += ab_pass(ctx, agreement_points([p for p in points if p.stem not in skipped and not any(
+            p.stem in f for f in failed_points)]), sweep_deadline, not_run)
     ctx.invocation.write_outputs(outputs, failed_points=failed_points, skipped_points=skipped,
                                  not_run_points=not_run, interrupted=stop.name or None)
     print_table(records)

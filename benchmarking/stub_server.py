@@ -14,6 +14,13 @@ error_event (an ``{"error": ...}`` event mid-stream), short (fewer tokens than m
 Faults are chosen per request by ``--fault MODE:EVERY`` (every EVERY-th request, 1-based) or by a
 ``"stub": {...}`` object in the request body (also ttft_ms / itl_ms / tokens overrides).
 
+Counters at ``GET /metrics``: its own ``stub_*_total`` (counted on receipt) and vLLM's names counted as vLLM
+counts them, when a request finishes (``vllm:request_success_total``, ``vllm:prompt_tokens_total``,
+``vllm:generation_tokens_total``), so a benchmark point's reconciliation of server and client counts
+(``records.reconciliation``) runs against the stub as against vLLM. ``--request-log PATH`` appends one JSON line
+per request received and finished (wall-clock ``t``, request id, the client's User-Agent): the server's own
+record of who sent what when.
+
 Run: ``python -m benchmarking.stub_server --port 0 --ttft-ms 20 --itl-ms 5`` (prints
 ``STUB_LISTENING <port>``).
 """
@@ -82,6 +89,35 @@ class StubState:
         # request id -> [receipt time, write time of each chunk], CLOCK_MONOTONIC (same clock as the
         # client's perf_counter on Linux): lets a certification separate client error from stub lateness
         self.writes: dict[str, list[float]] = {}
+        self.finished = 0              # vLLM's counts: requests finished, their prompt and generated tokens
+        self.finished_prompt_tokens = 0
+        self.finished_generation_tokens = 0
+        self.log = None                # --request-log: an open file, one JSON line per event
+
+    def note(self, event: str, rid: str, agent: str, **extra) -> None:
+        if self.log is not None:
+            self.log.write(json.dumps({"t": time.time(), "event": event, "request_id": rid, "user_agent": agent,
+                                       **extra}) + "\n")
+            self.log.flush()
+
+    def finish(self, rid: str, agent: str, prompt_tokens: int, tokens: int) -> None:
+        """A request answered to its end: counted as vLLM counts a finished request, and logged."""
+        self.finished += 1
+        self.finished_prompt_tokens += prompt_tokens
+        self.finished_generation_tokens += tokens
+        self.note("finished", rid, agent, prompt_tokens=prompt_tokens, generation_tokens=tokens)
+
+    def metrics_text(self) -> str:
+        model = self.cfg.model
+        return (f"# TYPE stub_requests_total counter\nstub_requests_total {self.requests}\n"
+                f"stub_prompt_tokens_total {self.prompt_tokens}\n"
+                f"stub_generation_tokens_total {self.generation_tokens}\n"
+                "# TYPE vllm:request_success_total counter\n"
+                f'vllm:request_success_total{{finished_reason="length",model_name="{model}"}} {self.finished}\n'
+                "# TYPE vllm:prompt_tokens_total counter\n"
+                f'vllm:prompt_tokens_total{{model_name="{model}"}} {self.finished_prompt_tokens}\n'
+                "# TYPE vllm:generation_tokens_total counter\n"
+                f'vllm:generation_tokens_total{{model_name="{model}"}} {self.finished_generation_tokens}\n')
 
     def pick_fault(self, number: int) -> str | None:
         for mode, every in self.cfg.faults:
@@ -125,6 +161,7 @@ class StubProtocol(asyncio.Protocol):
         self.closed = False
         self.timers: list[asyncio.TimerHandle] = []
         self.rid = ""
+        self.finishing: tuple | None = None
 
     def connection_made(self, transport):
         self.transport = transport
@@ -180,10 +217,7 @@ class StubProtocol(asyncio.Protocol):
             return self._simple(200, json.dumps({"object": "list", "data": [
                 {"id": st.cfg.model, "object": "model", "max_model_len": 1 << 20}]}).encode())
         if method == "GET" and path == "/metrics":
-            text = (f"# TYPE stub_requests_total counter\nstub_requests_total {st.requests}\n"
-                    f"stub_prompt_tokens_total {st.prompt_tokens}\n"
-                    f"stub_generation_tokens_total {st.generation_tokens}\n")
-            return self._simple(200, text.encode(), "text/plain; version=0.0.4")
+            return self._simple(200, st.metrics_text().encode(), "text/plain; version=0.0.4")
         if path == "/stub/writes":
             return self._simple(200, json.dumps(st.writes).encode())
         if path == "/stub/stats":
@@ -213,6 +247,8 @@ class StubProtocol(asyncio.Protocol):
         itl = float(over.get("itl_ms", cfg.itl_ms)) / 1000.0
         prompt_tokens = _count_prompt_tokens(req)
         rid = headers.get("x-request-id") or f"stub-{st.requests}"
+        agent = headers.get("user-agent", "")
+        st.note("received", rid, agent)
         if fault and fault.startswith("http:"):
             code = int(fault.split(":", 1)[1])
             payload = json.dumps({"error": {"message": "stub fault", "code": code}}).encode()
@@ -228,6 +264,7 @@ class StubProtocol(asyncio.Protocol):
                       else {"index": 0, "text": text})
             payload = json.dumps({"id": "cmpl-stub", "model": cfg.model, "choices": [choice], "usage": {
                 "prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}}).encode()
+            st.finish(rid, agent, prompt_tokens, n)
             return self._simple(200, payload)
         usage = bool((req.get("stream_options") or {}).get("include_usage"))
         chunks, tail = st.renderer.render(chat, n, prompt_tokens, usage)
@@ -238,13 +275,21 @@ class StubProtocol(asyncio.Protocol):
         elif fault == "error_event":
             chunks = chunks[:1] + [sse_event({"error": {"message": "stub error event", "code": 500}})]
             tail = sse_event("[DONE]") + CHUNKED_END
+        counted = fault in (None, "short", "malformed")  # answered to its end, as vLLM would count it
+        self.finishing = (rid, agent, prompt_tokens, n) if counted else None
         if ttft <= 0 and itl <= 0 and fault not in ("reset", "stall"):
             self.transport.write(head + b"".join(chunks) + tail)
+            self._finished()
             return self._done()
         self.transport.write(head)
         self.rid = rid
         st.writes[rid] = [t_recv]
         self._schedule(chunks, tail, t_recv, ttft, itl, fault, 0)
+
+    def _finished(self) -> None:
+        if self.finishing is not None:
+            self.state.finish(*self.finishing)
+            self.finishing = None
 
     def _schedule(self, chunks, tail, t0, ttft, itl, fault, k) -> None:
         deadline = t0 + ttft + k * itl
@@ -269,6 +314,7 @@ class StubProtocol(asyncio.Protocol):
             self.timers = [self.loop.call_later(self.state.cfg.stall_s, self.transport.abort)]
             return
         if last:
+            self._finished()
             self._done()
         else:
             self._schedule(chunks, tail, t0, ttft, itl, fault, k + 1)
@@ -292,9 +338,10 @@ def make_loop(kind: str) -> asyncio.AbstractEventLoop:
     return asyncio.SelectorEventLoop(selectors.SelectSelector())
 
 
-async def serve(cfg: StubConfig, host: str = "127.0.0.1", port: int = 0, ready=None) -> None:
-    """Serve until cancelled; `ready(port)` is called once listening."""
+async def serve(cfg: StubConfig, host: str = "127.0.0.1", port: int = 0, ready=None, log=None) -> None:
+    """Serve until cancelled; `ready(port)` is called once listening; ``log``: an open file for the request log."""
     state = StubState(cfg)
+    state.log = log
     loop = asyncio.get_running_loop()
     server = await loop.create_server(lambda: StubProtocol(state), host, port, backlog=1024)
     bound = server.sockets[0].getsockname()[1]
@@ -327,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="stub-model")
     ap.add_argument("--loop", choices=("select", "uvloop"), default="select")
     ap.add_argument("--cpu", type=int, default=None, help="pin the stub to this CPU")
+    ap.add_argument("--request-log", default=None, help="append one JSON line per request received and finished")
     a = ap.parse_args(argv)
     if a.cpu is not None:
         os.sched_setaffinity(0, {a.cpu})
@@ -337,10 +385,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def ready(port: int) -> None:
         print(f"STUB_LISTENING {port}", flush=True)
+    log = open(a.request_log, "a", encoding="utf-8") if a.request_log else None  # noqa: SIM115 - lives as long as the stub
     try:
-        loop.run_until_complete(serve(cfg, a.host, a.port, ready))
+        loop.run_until_complete(serve(cfg, a.host, a.port, ready, log))
     except KeyboardInterrupt:
         pass
+    finally:
+        if log is not None:
+            log.close()
     return 0
 
 

@@ -149,6 +149,15 @@ def read_invocation(workflow: str, args: argparse.Namespace) -> ClientInvocation
                             disable_trace_capture=bool(args.disable_trace_capture), options=args)
 
 
+def add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
+    """The A/B flags a client gets from the orchestrator (``workflows.ab_servers.child_args``; absent: no A/B):
+    the benchmarks client's paired blocks and the evals client's paired items read the same three."""
+    parser.add_argument("--baseline-url", default="", help="base URL of the baseline server: run the A/B")
+    parser.add_argument("--baseline-label", default="", help="what the baseline is, as the user asked for it")
+    parser.add_argument("--baseline-tolerance", type=float, default=0.05,
+                        help="regression_tolerance of the A/B decisions (share)")
+
+
 def run_client(workflow: str, description: str, body: Callable[[ClientInvocation], int],
                argv: list[str] | None = None, *, server_required: bool = False,
                add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,

@@ -36,6 +36,8 @@ BENCHMARK_ARGS: Mapping[str, str] = {
     "agreement_band": "agreement: the noise band, a share (default 0.1): agree when the ratio's 95% interval lies "
                       "within [1/(1+band), 1+band], disagree when wholly outside",
     "agreement_cycles": "agreement: the most ABBA cycles per point (default 4; looks after each from the second)",
+    "ab_cycles": "--baseline-url / --baseline-vllm-args: the most ABBA cycles per judged point on the baseline and "
+                 "this run's server (default 6; looks after each from the second)",
     "budget_s": "hard wall-time budget for the whole sweep (s)",
     "point_budget_s": "hard wall-time budget per point (s)",
     "precision": "adaptive sample size: a point with an undecided required target sends more requests until "

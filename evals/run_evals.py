@@ -35,7 +35,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from contracts.client_main import BadInput, ClientInvocation, run_client
+from contracts.client_main import BadInput, ClientInvocation, add_baseline_arguments, run_client
 from contracts.model_spec import ModelSpec, read_known_issues
 from evals import sequential_eval
 from evals.diagnosis import summarize_failure
@@ -427,7 +427,7 @@ def select_tasks(config: EvalConfig, wanted: set[str] | None) -> list[EvalTask]:
 def main(argv: list[str] | None = None) -> int:
     # --disable-trace-capture is accepted for the common contract: evals send no warm-up sweep.
     return run_client("evals", "Run lm-eval tasks against the served model.", run, argv, server_required=True,
-                      raise_on_signal=Terminated)
+                      raise_on_signal=Terminated, add_arguments=add_baseline_arguments)
 
 
 def run(inv: ClientInvocation) -> int:
@@ -466,6 +466,7 @@ def run(inv: ClientInvocation) -> int:
                 log(f"interrupted ({name}); the records of {len(records)} task(s) are kept")
                 return inv.stop.exit_code if inv.stop.requested else 128 + int(signal.SIGINT)
             _keep(runner, records, task, rec)
+            _compare_with_baseline(runner, inv, task, rec)
     finally:
         runner.sessions.close()
     if runner.sessions.import_s:
@@ -491,6 +492,20 @@ def waived_tasks(spec: ModelSpec) -> dict[str, str]:
     reads them: a waived task is still run and recorded, but does not fail the step."""
     issues, _ = read_known_issues([dataclasses.asdict(k) for k in spec.known_issues])
     return {i.task: i.reason for i in issues if i.workflow == "evals"}
+
+
+def _compare_with_baseline(runner: TaskRunner, inv: ClientInvocation, task: EvalTask, rec: EvalRecord) -> None:
+    """Evals A/B: the task's items on the baseline server too, decided on the pairs (``evals.ab_evals``)."""
+    options = inv.options
+    url = str(getattr(options, "baseline_url", "") or "").rstrip("/")
+    if not url:
+        return
+    from evals.ab_evals import compare_task
+
+    asked = str(getattr(options, "baseline_label", "") or url)
+    env = child_env(task, task.offline or runner.hub_offline())
+    result = compare_task(runner, task, rec, url, asked, float(options.baseline_tolerance), env)
+    log(f"{task.task_name}: A/B against {asked}: {result.detail()}")
 
 
 class Terminated(Exception):

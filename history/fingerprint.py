@@ -3,8 +3,14 @@
 Two runs are compared by default only when both match: the same spec (model, device, impl,
 engine) on a host with the same fingerprint. The fingerprint is a digest of the facts that move
 performance numbers: CPU model and feature flags, cores, RAM, OS with its kernel, and the engine
-package versions the run recorded. Tool versions are deliberately not part of it: comparing one
-release of this tool with the last is the point.
+that served the run (``environment.engine``, ``workflows.engine_env``): where it came from (a local
+venv, TT_ENGINE_PYTHON, a docker image, or ``external``: a server this run did not start, whose engine
+cannot be known) and the engine package versions installed there, read when the run started its server.
+Why not "the versions of whatever venvs existed": the same host then fingerprinted one way on a fresh
+clone and another once the engine venv was built, and the history split one machine into two classes.
+Runs recorded before the engine was named keep their old facts (the packages they recorded), so an old
+history reads as it did. Tool versions are deliberately not part of it: comparing one release of this
+tool with the last is the point.
 """
 from __future__ import annotations
 
@@ -43,8 +49,11 @@ def host_facts_of(record: ReportRecord) -> dict[str, object]:
     """The facts the fingerprint is made of, as the run recorded them."""
     env = record.metadata.environment
     host = env.host
+    engine = env.engine
     return _facts({"cpu": host.cpu, "cpu_flags": host.cpu_flags, "cores": host.cores, "ram_gb": host.ram_gb,
-                   "os": host.os}, env.packages)
+                   "os": host.os}, env.packages,
+                  None if engine is None else {"server": engine.server, "name": engine.name,
+                                               "packages": engine.packages})
 
 
 def host_facts_of_environment(environment: dict[str, Any]) -> dict[str, object] | None:
@@ -55,13 +64,46 @@ def host_facts_of_environment(environment: dict[str, Any]) -> dict[str, object] 
     if not isinstance(host, dict):
         return None
     packages = environment.get("packages")
-    return _facts(host, {str(k): str(v) for k, v in packages.items()} if isinstance(packages, dict) else {})
+    engine = environment.get("engine")
+    return _facts(host, {str(k): str(v) for k, v in packages.items()} if isinstance(packages, dict) else {},
+                  engine if isinstance(engine, dict) else None)
 
 
-def _facts(host: dict[str, Any], packages: dict[str, str]) -> dict[str, object]:
-    return {"cpu": host.get("cpu"), "cpu_flags": host.get("cpu_flags"), "cores": host.get("cores"),
-            "ram_gb": host.get("ram_gb"), "os": host.get("os"),
-            **{f"package {name}": packages.get(name) for name in ENGINE_PACKAGES if packages.get(name)}}
+#: The fact of a run that never started its engine's server (its engine packages were never read).
+NOT_RECORDED = "not recorded (no server started)"
+
+
+def engine_facts(engine: dict[str, Any]) -> dict[str, object]:
+    """The engine's facts: ``engine`` (server kind and where the engine came from) and each engine package
+    installed there. An external server has none to read: ``engine: external`` alone, every time."""
+    server = str(engine.get("server") or "external")
+    facts: dict[str, object] = {"engine": f"{server} {engine['name']}" if engine.get("name") else server}
+    packages = engine.get("packages")
+    if server == "external":
+        return facts
+    if not isinstance(packages, dict):
+        return {**facts, "engine packages": NOT_RECORDED}
+    return {**facts, **{f"package {name}": str(packages[name]) for name in ENGINE_PACKAGES if packages.get(name)}}
+
+
+def _facts(host: dict[str, Any], packages: dict[str, str], engine: dict[str, Any] | None) -> dict[str, object]:
+    """Host facts plus the engine's; a run recorded before runs named their engine: the ENGINE_PACKAGES
+    among the versions it recorded (as it was fingerprinted then)."""
+    base = {"cpu": host.get("cpu"), "cpu_flags": host.get("cpu_flags"), "cores": host.get("cores"),
+            "ram_gb": host.get("ram_gb"), "os": host.get("os")}
+    if engine is not None:
+        return {**base, **engine_facts(engine)}
+    return {**base, **{f"package {name}": packages.get(name) for name in ENGINE_PACKAGES if packages.get(name)}}
+
+
+def differences_before_start(mine: dict[str, object], theirs: dict[str, object]) -> list[str]:
+    """``host_differences`` for run.py's check before a run starts, when its engine packages are not read yet
+    (they are read when its server starts): the packages are left to the report's comparison then."""
+    if mine.get("engine packages") != NOT_RECORDED:
+        return host_differences(mine, theirs)
+    def kept(facts: dict[str, object]) -> dict[str, object]:
+        return {k: v for k, v in facts.items() if not k.startswith("package ") and k != "engine packages"}
+    return host_differences(kept(mine), kept(theirs))
 
 
 def fingerprint(facts: dict[str, object]) -> str:

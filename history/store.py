@@ -262,6 +262,20 @@ class HistoryStore:
             params.append(workflow)
         return self._entries(" AND ".join(where), params, limit=limit)
 
+    def accepted_on_host(self, host_fingerprint: str, *, before: str | None, exclude: str,
+                         limit: int = 60) -> list[RunEntry]:
+        """Every run of any spec on that host that ended with nothing failed (``finished``'s statuses and
+        verdicts), newest first: the runs whose spread is the host class's run-level noise
+        (``reports.run_noise``)."""
+        where = ["host_fingerprint = ?", "run_id <> ?",
+                 f"run_status IN ({', '.join('?' * len(LAST_STATUSES))})",
+                 f"verdict IN ({', '.join('?' * len(LAST_VERDICTS))})"]
+        params: list[Any] = [host_fingerprint, exclude, *LAST_STATUSES, *LAST_VERDICTS]
+        if before is not None:
+            where.append("started < ?")
+            params.append(before)
+        return self._entries(" AND ".join(where), params, limit=limit)
+
     def last(self, spec_key: str, host_fingerprint: str | None, *, before: str | None, exclude: str,
              workflow: str | None = None) -> RunEntry | None:
         """The newest of ``finished``, or None."""

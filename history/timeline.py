@@ -67,6 +67,71 @@ def gate_marks(record: ReportRecord) -> list[dict[str, Any]]:
             for m in c.metrics if m.decision in MARKED]
 
 
+def comparison_summary(record: ReportRecord) -> dict[str, Any] | None:
+    """What the run's comparison decided, in one line for the history table, and how it was judged.
+
+    ``summary``: 'regressed: ttft_ms <point> x1.40' (each regressed metric with its ratio, value over
+    baseline), else 'improved: ...', else 'within noise' (with how many stayed undecided), else
+    'inconclusive'; 'not compared' when the comparison found no metric in common (its first note says why).
+    ``gated``: a regression failed the verdict (``on_regression=fail``: a blocker of category comparison);
+    a ``warn`` regression is shown only. None when the run was compared with nothing."""
+    c = record.comparison
+    if c is None:
+        return None
+    counts: dict[str, int] = {}
+    for m in c.metrics:
+        counts[m.decision] = counts.get(m.decision, 0) + 1
+
+    def named(decision: str) -> str:
+        return ", ".join(f"{_comparison_series(m.name)}" + (f" x{m.ratio:.2f}" if m.ratio is not None else "")
+                         for m in c.metrics if m.decision == decision)
+    undecided = counts.get("inconclusive", 0)
+    if counts.get("regressed"):
+        summary = f"regressed: {named('regressed')}"
+    elif counts.get("improved"):
+        summary = f"improved: {named('improved')}"
+    elif counts.get("within_noise"):
+        summary = "within noise" + (f" ({undecided} inconclusive)" if undecided else "")
+    elif undecided:
+        summary = "inconclusive"
+    else:
+        summary = "not compared" + (f": {c.notes[0]}" if c.notes else "")
+    gated = any(b.category == "comparison" for b in record.verdict.blockers)
+    return {"summary": summary, "decisions": counts, "baseline_run": c.baseline_run,
+            "on_regression": c.on_regression, "gated": gated}
+
+
+def run_setup_of(run_dir: Path, record: ReportRecord | None) -> tuple[str | None, str]:
+    """(mode, server) of a run, from what its directory records.
+
+    mode: ``--workflow-args mode=`` in cli_args.json (smoke, ci, full; ci when not given), None when the file
+    is gone. server: the engine the run recorded (``environment.engine``: 'local engine-vllm-cpu', 'docker
+    <image>', 'external'), else the server flags in cli_args.json (--local-server, --docker-server, else an
+    external server). Rule: only a server this run started (local or docker) is a real engine of the spec;
+    ``external`` is any server it attached to (--server-url, a running one): a stub, a fake or another
+    machine's engine, which the run directory cannot tell apart, so the page marks them all."""
+    import json
+
+    from contracts.workflow_args import parse_workflow_args
+
+    try:
+        cli = json.loads((run_dir / "cli_args.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        cli = None
+    mode = None
+    if isinstance(cli, dict):
+        try:
+            mode = str(parse_workflow_args(str(cli.get("workflow_args") or "")).get("mode", "ci"))
+        except ValueError:
+            mode = "?"
+    engine = record.metadata.environment.engine if record is not None else None
+    if engine is not None:
+        return mode, engine.server + (f" {engine.name}" if engine.name else "")
+    if not isinstance(cli, dict):
+        return mode, "?"
+    return mode, "local" if cli.get("local_server") else "docker" if cli.get("docker_server") else "external"
+
+
 def _headline(entry: RunEntry, covered: set[str]) -> list[dict[str, Any]]:
     """The store's headline values (no interval) of series the verdict did not judge (TPOT, output
     throughput), so a gate mark on them has a point to sit on."""
@@ -99,14 +164,18 @@ def run_entry(entry: RunEntry, output_dir: Path) -> dict[str, Any]:
                  "engine": entry.engine, "version": entry.spec_version},
         "commit": {}, "host_fingerprint": entry.host_fingerprint, "host_facts": entry.host_facts,
         "host_changes": [], "started": entry.started, "ended": entry.ended, "run_status": entry.run_status,
-        "verdict": entry.verdict, "metrics": [], "gate": [], "note": None}
+        "verdict": entry.verdict, "metrics": [], "gate": [], "comparison": None, "mode": None, "server": "?",
+        "note": None}
     try:
         record = ReportRecord.read(run_dir / "reports" / "report.json")
     except (OSError, ValueError, RecordError) as exc:
         doc["note"] = (f"its report.json cannot be read ({type(exc).__name__}): the history store's headline "
                        f"values are shown, without intervals")
         doc["metrics"] = _headline(entry, set())
+        doc["mode"], doc["server"] = run_setup_of(run_dir, None)
         return doc
+    doc["mode"], doc["server"] = run_setup_of(run_dir, record)
+    doc["comparison"] = comparison_summary(record)
     m = record.metadata
     doc["commit"] = {"tt_metal": m.tt_metal_commit, "vllm": m.vllm_commit, "docker_image": m.docker_image}
     doc["verdict"] = record.verdict.result

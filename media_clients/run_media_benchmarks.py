@@ -23,12 +23,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from contracts.prometheus import fetch_metrics
 from contracts.server_state import ServerStateSampler
 from contracts.model_spec import ModelSpec, PerfReference
 from media_clients.common import EXIT_FAILED, EXIT_OK, BadInput, ClientRun, log, main_wrapper
 from media_clients.load import run_point
 from records.judge import required_tiers
 from records.media import point_file_name, point_key
+from records.reconciliation import media_reconciliation
 from records.media_estimates import INTERVAL_FIGURES
 from records.sampling import (DEFAULT_PRECISION, DEFAULT_SAMPLE_BUDGETS, SampleGoal, deciding_minimum,
                               goal_checks, sampling_setting)
@@ -123,12 +125,19 @@ def run(run: ClientRun) -> int:
             break
         workload = workload_for(run.kind, planned.params)
         sampler = ServerStateSampler(run.invocation.server_url, run.invocation.api_key).start()
+        before = fetch_metrics(run.invocation.server_url, run.invocation.api_key)  # reconciled after the point
         try:
             point = run_point(run, workload, planned.concurrency, planned.num_requests, planned.source,
                               sample_goal(planned, precision, budget_s))
         finally:
             state = sampler.stop()  # the server's queue and batches over the same seconds
         point.server_state = state
+        if not point.interrupted:
+            point.reconciliation = media_reconciliation(
+                before, fetch_metrics(run.invocation.server_url, run.invocation.api_key), point.completed,
+                point.failed)
+            if not point.reconciliation.decides:
+                log(f"WARNING point con={planned.concurrency}: {point.reconciliation.why_not}")
         path = point.write(out / point_file_name(run.kind, planned.concurrency))
         written.append(path)
         figures = ", ".join(f"{k} {v:g}" for k, v in point.figures.items() if v is not None)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist, mean, stdev
-from typing import Sequence
+from typing import Any, Sequence
 
 from contracts.sequential import student_t_equivalent
 from contracts.typed_record import TypedRecord, described
@@ -168,23 +168,49 @@ def planned_looks(max_cycles: int) -> int:
     return max(1, max_cycles - MIN_CYCLES + 1)
 
 
-def judge_metrics(point: str, tool: str, blocks: Sequence[AgreementBlock], band: float, max_cycles: int,
-                  looks: int) -> list[AgreementMetric]:
-    """Every metric's ratio, interval and decision over ``blocks`` (run order)."""
+@dataclass(frozen=True)
+class PairedRatio:
+    """One metric over a run's blocks: the pairs' log(B / A), the ratio B / A with its interval (unrounded; None
+    below ``MIN_PAIRS``) and both sides' means. What any ABBA comparison decides on (agreement here, ``records.ab``)."""
+
+    metric: str
+    logs: list[float]
+    ratio: float | None
+    ci95: list[float] | None
+    mean_a: float | None
+    mean_b: float | None
+
+
+def paired_ratios(blocks: Sequence[AgreementBlock], max_cycles: int) -> list[PairedRatio]:
+    """Every metric's paired ratio B / A over ``blocks`` (run order), its interval at alpha 0.05 over the
+    looks ``max_cycles`` plans (``ratio_interval``)."""
     sides = [b.side for b in blocks]
     out = []
     for metric in METRICS:
         values = [b.values.get(metric) for b in blocks]
         logs = log_ratios(sides, values)
         ci = ratio_interval(logs, planned_looks(max_cycles))
-        ours = [v for s, v in zip(sides, values) if s == "A" and v is not None]
-        theirs = [v for s, v in zip(sides, values) if s == "B" and v is not None]
-        out.append(AgreementMetric(point=point, tool=tool, metric=metric, ours=mean(ours) if ours else None,
-                                   theirs=mean(theirs) if theirs else None,
-                                   ratio=None if ci is None else round(ci[0], 4),
-                                   ci95=None if ci is None else [round(x, 4) for x in ci[1]], pairs=len(logs),
-                                   band=band, looks=looks, decision=decide(None if ci is None else ci[1], band)))
+        side_a = [v for s, v in zip(sides, values) if s == "A" and v is not None]
+        side_b = [v for s, v in zip(sides, values) if s == "B" and v is not None]
+        out.append(PairedRatio(metric, logs, None if ci is None else ci[0], None if ci is None else ci[1],
+                               mean(side_a) if side_a else None, mean(side_b) if side_b else None))
     return out
+
+
+def judge_metrics(point: str, tool: str, blocks: Sequence[AgreementBlock], band: float, max_cycles: int,
+                  looks: int) -> list[AgreementMetric]:
+    """Every metric's ratio, interval and decision over ``blocks`` (run order)."""
+    return [AgreementMetric(point=point, tool=tool, metric=r.metric, ours=r.mean_a, theirs=r.mean_b,
+                            ratio=rounded(r.ratio), ci95=rounded(r.ci95), pairs=len(r.logs), band=band, looks=looks,
+                            decision=decide(r.ci95, band))
+            for r in paired_ratios(blocks, max_cycles)]
+
+
+def rounded(value: Any) -> Any:  # a float or a [low, high] list, as given: callers keep their own type
+    """A ratio or its interval as records keep them (4 decimals); None stays None."""
+    if value is None:
+        return None
+    return [round(x, 4) for x in value] if isinstance(value, list) else round(value, 4)
 
 
 def agreement_stop(metrics: Sequence[AgreementMetric]) -> bool:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts.typed_record import TypedRecord, described
+from records.reconciliation import Reconciliation
 
 SCHEMA = "tt-bench-point/1"
 
@@ -267,6 +268,12 @@ class BenchPoint(TypedRecord):
                                                           None)
     cost_note: str | None = described("What the cost figures measured (process tree, cgroup), or why one is n/a.",
                                       None)
+    reconciliation: Reconciliation | None = described(
+        "The server's request and token counters over the point against what its client sent, and whether the "
+        "client kept its schedule (records/reconciliation.py): status clean | contaminated | uncounted | "
+        "not_reconciled; a point that is not clean, or is client-bound, decides no target or comparison. Null "
+        "for a point measured by another tool or written before reconciliation existed.", None,
+        record=Reconciliation)
     sampling: PointSampling | None = described(
         "Adaptive sample size: minimum and sent requests, rounds, and why the point stopped; null for a point "
         "measured in one fixed round (a workload, or another tool).", None, record=PointSampling)
@@ -334,7 +341,8 @@ class BenchPoint(TypedRecord):
 _FIRST = ("schema", "model_id", "served_model_name", "tool", "point", "started", "ended")
 _OMIT_WHEN_NONE = ("raw_file", "command", "tool_version", "tool_command", "prompts_from", "prompt_check",
                    "percentiles", "goodput_slos", "budget_exhausted",
-                   "not_sent", "server_metrics", "warnings", "complete", "workload", "server_state", "sampling")
+                   "not_sent", "server_metrics", "warnings", "complete", "workload", "server_state", "sampling",
+                   "reconciliation")
 
 
 def format_classes(classes: dict[str, int]) -> str:

@@ -54,10 +54,16 @@ Rules (documented in the report legend too):
 * The comparison with a baseline run (``--compare-to``; a release compares with the last run of its
   spec on its host) adds one check per compared metric (category ``comparison``); a metric whose
   whole 95% interval of the ratio lies beyond the tolerance is ``regressed`` and blocks, unless the
-  run says ``on_regression=warn`` (then it is a note). Noise never blocks: the interval decides.
+  run says ``on_regression=warn`` (then it is a note). Noise never blocks: the interval decides. An
+  undecided metric is required when the user asked for the comparison (``--compare-to``: INCONCLUSIVE,
+  exit 4), advisory in a release's own comparison with the last run.
 * The agreement of two load generators (``--workflow-args agreement=TOOL``) adds one check per metric and
   judged point (category ``agreement``): decided on the 95% interval of the ratio tool / ours against the
   noise band, shown and not required (it judges the tools, not the model); a disagreement is a note.
+* The A/B of two live servers (``--baseline-url`` / ``--baseline-vllm-args``) adds one check per metric and
+  judged point (category ``ab``, ``records.judge_ab``): the ratio candidate / baseline over paired ABBA blocks,
+  decided on its 95% interval against the tolerance; required (the user asked): a regression blocks, an
+  undecided comparison leaves the verdict INCONCLUSIVE.
 * ``known_issues`` waivers in the model spec turn a blocker into a waived item carrying the
   waiver's reason. A waiver matches on ``workflow`` == blocker category and ``task`` == the
   item (point key or eval task) or ``"*"``. A crashed step is only waived by naming it
@@ -73,6 +79,8 @@ from contracts.intervals import INCONCLUSIVE
 from contracts.model_spec import read_known_issues
 from records.agreement import AgreementMetric
 from records.judge_agreement import agreement_checks
+from records.judge_ab import ab_checks
+from records.ab import ABSection
 from records.judge_benchmarks import (
     BOOTSTRAP_ITERATIONS,
     TARGET_CHECKS,
@@ -224,6 +232,7 @@ class JudgeInput:
     perf_tiers: str | None = None
     judged_on: str | None = None
     agreement: Sequence[AgreementMetric] = ()
+    ab: ABSection | None = None  # the A/B of two live servers, when asked (records.judge_ab)
 
     def __post_init__(self) -> None:
         for name in ("steps", "targets", "evals", "record_problems", "benchmarks", "notes", "media",
@@ -265,6 +274,8 @@ def decide(judge_input: JudgeInput | None = None, /, **fields: Any) -> Verdict:
         sections.append(judge_comparison(inp.comparison))
     if inp.agreement:
         sections.append(agreement_checks(inp.agreement))
+    if inp.ab is not None:
+        sections.append(ab_checks(inp.ab))
     checks = [check for section in sections for check in section.checks]
     notes.extend(note for section in sections for note in section.notes)
     blockers, waived = apply_waivers([b for section in sections for b in section.blockers], checks, waivers)
@@ -382,33 +393,43 @@ def judge_comparison(comparison: Comparison) -> SectionJudgement:
     is ``fail`` (``on_regression=warn``: shown, not failing).
 
     A metric is ``regressed`` only when its whole 95% interval lies beyond the tolerance
-    (``reports.comparison.decide``), so noise never fails a release; a metric without per-request
-    records is inconclusive and not required (its run could not show a change either way).
+    (``reports.comparison.decide``), so noise never fails a release. An undecided metric (its interval holds
+    both no change and one beyond the tolerance, or its runs could not show either) is required when the user
+    asked for the comparison (``Comparison.gate``: the verdict is then INCONCLUSIVE, exit 4, never PASS), and
+    shown only in a release's own comparison with the last run (advisory: a note says so).
     """
     checks: list[Check] = []
     blockers: list[Blocker] = []
     notes: list[str] = []
     tol = comparison.tolerance
     gate = comparison.on_regression == "fail"
+    advisory = 0
     for metric in comparison.metrics:
         target = 1 - tol if metric.higher_is_better else 1 + tol
         decision = {"regressed": "fail", "inconclusive": "inconclusive"}.get(metric.decision, "pass")
         detail = (f"{metric.decision}: ratio {metric.ratio} (95% CI {fmt_ci(metric.ci95)}) against baseline "
                   f"{comparison.baseline_run}; tolerance {tol:.0%}")
         if metric.run_noise_pct is not None:
-            detail += f"; run-to-run noise {metric.run_noise_pct:g}% over {metric.noise_runs} runs"
+            detail += f"; run-level noise {metric.run_noise_pct:g}% ({metric.noise_source})"
+        required = decision == "fail" and gate
         if decision == "inconclusive":
-            detail += ("; not decided (too few requests, too few accepted runs to tell the run-to-run noise, or a "
-                       "busier host: the comparison's notes say which), not required")
+            detail += "; not decided" + (f": about {metric.runs_to_decide} runs of each build would decide it"
+                                         if metric.runs_to_decide else " (the comparison's notes say why)")
+            required = comparison.gate
+            advisory += not required
+            detail += "" if required else "; the release's own comparison with the last run: advisory, not required"
         elif decision == "fail" and not gate:
             detail += "; on_regression=warn: shown, not failing"
         checks.append(Check(name=f"regression {metric.name}", category="comparison", item=metric.name,
-                            required=gate and decision != "inconclusive", value=metric.ratio, ci95=metric.ci95,
+                            required=required, value=metric.ratio, ci95=metric.ci95,
                             ci_method=metric.ci_method or "bootstrap over the requests of both runs", n=metric.n,
                             target=target, decision=decision, detail=detail))
         if decision == "fail":
             (blockers.append(Blocker("comparison", metric.name, detail)) if gate
              else notes.append(f"regression (warn only): {metric.name} {detail}"))
+    if advisory:
+        notes.append(f"comparison with {comparison.baseline_run} is advisory for {advisory} undecided metric(s): "
+                     f"this release's own comparison with the last run (--compare-to makes it a gate)")
     if not comparison.same_host:
         notes.append(f"compared with {comparison.baseline_run} from a different host: "
                      + "; ".join(comparison.host_differences))

@@ -181,7 +181,9 @@ def tier_target_checks(row: TargetRow, tier: TierCheck, required: bool) -> Decid
     tier); a target without a measurement fails; the interval decides; a point whose error rate
     exceeds the allowance fails every target its interval did not already fail (``check_tier``'s
     rule); no interval (fewer than MIN_DECIDING_SAMPLES requests, no per-request file) is
-    inconclusive."""
+    inconclusive. A point that measured something else than this server under this point's load
+    (``row.not_deciding``: contaminated, uncounted or client-bound, ``records.reconciliation``) decides
+    nothing: its measured targets are inconclusive, naming why."""
     out = []
     measured = _measured(row)
     for key, (label, higher) in TARGET_CHECKS.items():
@@ -207,6 +209,8 @@ def tier_target_checks(row: TargetRow, tier: TierCheck, required: bool) -> Decid
             elif decision == INCONCLUSIVE:
                 detail = ("the 95% interval holds the target: more requests can decide it (benchmarks "
                           "sample_budget_s, mode=full)")
+            if row.not_deciding:  # another's load, uncounted answers or a lagging client: not this server's figure
+                decision, missed, detail = INCONCLUSIVE, False, row.not_deciding
         out.append((key, Check(name=f"{key} {row.key} {tier.tier}", category="benchmarks", item=row.key,
                                required=required, value=measured[key], ci95=ci,
                                ci_method=row.ci_method if ci else None, n=n, target=target, decision=decision,

@@ -94,6 +94,8 @@ def media_tier_checks(row: MediaRow, tier: MediaTierCheck, required: bool, error
                           f"for {metric}, cannot decide it; more requests can (mode=ci, full)")
             elif decision == INCONCLUSIVE:
                 detail = "the 95% interval holds the target: more requests can decide it (mode=full)"
+            if row.not_deciding:  # another client's load or uncounted answers: not this server's figure
+                decision, missed, detail = INCONCLUSIVE, False, row.not_deciding
         needed = required
         if smoke and row.ran and decision == INCONCLUSIVE:
             needed, detail = False, f"{detail}; a smoke run cannot decide it: not required (mode=ci decides it)"

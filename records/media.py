@@ -11,6 +11,7 @@ from typing import Any
 
 from contracts.typed_record import TypedRecord, described
 from records.bench import PointSampling
+from records.reconciliation import Reconciliation
 
 SCHEMA = "tt-media-point/1"
 
@@ -124,3 +125,8 @@ class MediaPoint(TypedRecord):
         "Adaptive sample size of a perf-reference point (records/sampling.py): its minimum and sent requests, "
         "rounds, and why it stopped (decided, precision, sample_budget ...); null for a sweep point, which "
         "sends its fixed count in one round.", None, record=PointSampling)
+    reconciliation: Reconciliation | None = described(
+        "The media server's finished requests over the point (tt_media_server_requests_total, every model and "
+        "status) against the point's completed and sent requests (records/reconciliation.py): clean, "
+        "contaminated (another client's load), uncounted or not_reconciled; a point that is not clean decides no "
+        "target.", None, record=Reconciliation)

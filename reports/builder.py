@@ -23,6 +23,7 @@ from records import judge
 from records.section_checks import section_checks
 from records.server_tests import TestsRecord
 from records.stress import CapacityRecord, StressRecord
+from reports.ab_views import read_ab_section
 from reports.distributions import from_metrics, from_requests, request_values
 from reports.media_section import is_media_reference, read_media
 from reports.pricing import price
@@ -32,6 +33,7 @@ from records.report import (
     TIERS,
     BenchmarkRow,
     Comparison,
+    EngineInfo,
     Environment,
     EvalRow,
     HostInfo,
@@ -105,6 +107,7 @@ def _gather_environment(manifest: dict[str, Any]) -> Environment:
             host=HostInfo(cpu=_str(host.get("cpu")), cores=_int(host.get("cores")),
                           ram_gb=_num(host.get("ram_gb")), os=_str(host.get("os")),
                           cpu_flags=_str(host.get("cpu_flags"))),
+            engine=_engine_info(block.get("engine")),
         )
     # The run did not record its environment: describe the host building the report, and
     # say so (source="report-time") rather than pretending these are the run's facts.
@@ -121,6 +124,15 @@ def _gather_environment(manifest: dict[str, Any]) -> Environment:
         pass
     return Environment(source="report-time", python=platform.python_version(),
                        packages=packages, host=_host_info())
+
+
+def _engine_info(block: Any) -> EngineInfo | None:
+    """The manifest's ``environment.engine`` (``workflows.engine_env``); None when the run did not record one."""
+    if not isinstance(block, dict):
+        return None
+    packages = block.get("packages")
+    return EngineInfo(server=str(block.get("server") or "external"), name=_str(block.get("name")),
+                      packages={str(k): str(v) for k, v in packages.items()} if isinstance(packages, dict) else None)
 
 
 def _host_info() -> HostInfo:
@@ -257,7 +269,18 @@ def _benchmark_row(run_dir: Path, path: Path, rec: BenchPoint) -> BenchmarkRow:
         requests_file=req_path.relative_to(run_dir.resolve()).as_posix() if req_path else None, ci95=ci95,
         ttft_dist=ttft_dist, tpot_dist=tpot_dist,
         timeline=point_timeline(path.stem, rec, req_path) if rec.tool == "tt-bench" else None,
+        **_reconciliation(rec),
     )
+
+
+def _reconciliation(rec: BenchPoint) -> dict[str, str | None]:
+    """The row's reconciliation status and words (``records.reconciliation``); empty for a point without one."""
+    r = rec.reconciliation
+    if r is None:
+        return {}
+    bound = r.pacing is not None and r.pacing.client_bound
+    return {"reconciliation": r.status + (" (client-bound)" if bound else ""),
+            "reconciliation_detail": r.detail + (f"; client-bound: {r.pacing.detail}" if bound else "")}
 
 
 def _point_intervals(req_path: Path, users: int) -> dict[str, list[float]]:
@@ -353,6 +376,7 @@ def _targets(spec: ModelSpec, rows: list[BenchmarkRow], points: dict[PointKey, B
             row.measured_tput_user = measured["tput_user"]
             row.measured_tput = measured["tput"]
             _target_intervals(run_dir, row, point)
+            row.not_deciding = point.reconciliation.why_not if point.reconciliation is not None else None
             if point.sampling is not None:
                 row.rounds, row.stop_reason = point.sampling.rounds, point.sampling.stop_reason or None
         for tier in TIERS:
@@ -532,7 +556,8 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
     record = ReportRecord(
         metadata=_metadata(manifest, spec, cli_args, steps),
         verdict=Verdict(result="INCONCLUSIVE"), benchmarks=benchmarks, targets=targets, evals=evals, media=media,
-        tests=tests, stress_tests=stress, sections_not_run=not_run, agreement=_read_agreement(run_dir, problems))
+        tests=tests, stress_tests=stress, sections_not_run=not_run, agreement=_read_agreement(run_dir, problems),
+        ab=read_ab_section(run_dir, cli_args, judged["benchmarks"], problems, judged["evals"]))
     record.comparison = compare(record) if compare is not None else None
     price_note = price(record, {"hourly_cost": _workflow_arg(cli_args, "hourly_cost"),
                                 "currency": _workflow_arg(cli_args, "currency"), **(workflow_args or {})},
@@ -545,7 +570,7 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
         notes=[n for n in (allowance_note, price_note) if n], media=media, comparison=record.comparison,
         points_chosen=_points_chosen(workflow, cli_args), mode=_run_mode(cli_args),
         perf_tiers=_workflow_arg(cli_args, "perf_tiers"), judged_on=_str(manifest.get("started")),
-        agreement=record.agreement,
+        agreement=record.agreement, ab=record.ab,
         section_checks=section_checks(test_records.get("tests_record.json"), stress_records.get("stress_record.json"),
                                       stress_records.get("capacity_record.json"),
                                       spec.device_model_spec.max_batch_divergence)))

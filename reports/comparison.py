@@ -1,20 +1,27 @@
 """This run against a baseline run: per metric the ratio, its 95% interval and a decision.
 
 Why intervals: a mean alone cannot tell a 3% change from noise. Each metric's ratio (this run's mean /
-the baseline's) gets a 95% interval from the run-to-run spread of the accepted runs measured alike on this
-host (``reports.run_noise``: one run's requests share its host state, so only runs are independent), hulled
-with a bootstrap over both runs' per-request records; the decision is made on that interval, never on the
-ratio alone:
+the baseline's) gets a 95% interval from the run-level noise (``reports.run_noise``: one run's requests share
+its host state, so a run's level moves as a whole; that movement is known from the accepted runs of this
+setup, the host class's runs in the history, both runs' own time-separated blocks, or a documented prior),
+hulled with a bootstrap over both runs' per-request records; the decision is made on that interval, never on
+the ratio alone, so it is made from one baseline run:
 
 * ``regressed``: the whole interval is worse than the tolerance allows (above ``1 + tolerance`` for a
   lower-is-better metric);
 * ``improved``: the whole interval is better than 1 by more than the tolerance;
-* ``within_noise``: anything else (no change beyond the tolerance that the samples can show);
-* ``inconclusive``: a run has no per-request records for the metric, or fewer than
-  ``MIN_REQUESTS`` (a percentile bootstrap of 4 requests has a handful of distinct resamples and an
-  interval far narrower than the truth: it is shown, never trusted to decide); fewer than
-  ``run_noise.MIN_RUNS`` accepted runs tell the run-to-run noise (the requests' interval is shown); or
+* ``within_noise``: the interval shows no regression beyond the tolerance (its worse end is inside
+  ``1 + tolerance``);
+* ``inconclusive``: the interval holds both no change and a change beyond the tolerance (the metric says
+  about how many runs of each build would decide it: ``runs_to_decide``); a run has no per-request records
+  for the metric, or fewer than ``MIN_REQUESTS`` (a percentile bootstrap of 4 requests has a handful of
+  distinct resamples and an interval far narrower than the truth: it is shown, never trusted to decide); or
   the host was not equally busy in both runs.
+
+A comparison the user asked for (``--compare-to``) is a gate (``Comparison.gate``): a regression fails the
+verdict (exit 3) and an undecided metric leaves it INCONCLUSIVE (exit 4); a release's own comparison with
+``last`` is advisory where it cannot decide (the verdict says so). Error rates of the decision, measured by
+simulation through this code: ``scripts/simulate_regression_gate.py`` and the README.
 
 Why the host's busyness: the interval resamples requests within each run, so it knows nothing of what
 else ran on the host. On a shared machine the same build measured 15-50% slower while other work
@@ -44,27 +51,30 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from itertools import islice
-from typing import Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 from contracts.workflow_args import parse_workflow_args
 from contracts.model_spec import ModelSpec
+from records.regression import decide_ratio
 from records.report import Comparison, ComparisonMetric, ReportRecord, TrendPoint
-from reports.distributions import request_output_rates, request_values
-from reports.run_noise import MIN_RUNS, NOISE_RUNS, ratio_interval
+from reports.comparison_data import MetricSeries, host_levels, metric_kind, run_metrics, undecidable_points
+from reports.run_noise import (
+    NOISE_RUNS,
+    NoiseLevel,
+    WithinRun,
+    block_level,
+    block_stats,
+    choose_level,
+    ratio_interval,
+    runs_to_decide,
+    setup_level,
+    within_run,
+)
 
 DEFAULT_TOLERANCE = 0.05
 #: Fewest requests of each run for an interval that may decide (below: inconclusive, shown only).
 MIN_REQUESTS = 8
 POLICIES = ("fail", "warn")
-#: Metrics compared per LLM point: (name, per-request values of a ``point_*.requests.jsonl``, higher is
-#: better). output_tok_s is each request's output tokens over its end-to-end seconds: a per-request value
-#: of both runs, so its ratio gets the same bootstrap interval as the latencies (the point's aggregate
-#: throughput is one number per run, with nothing to resample).
-POINT_METRICS: tuple[tuple[str, Callable[[Path], list[float] | None], bool], ...] = (
-    ("ttft_ms", lambda path: (request_values(path) or ([], []))[0], False),
-    ("tpot_ms", lambda path: (request_values(path) or ([], []))[1], False),
-    ("output_tok_s", request_output_rates, True),
-)
 #: Metrics the trend plot draws (per point), in this order.
 TREND_METRICS = ("ttft_ms", "tpot_ms", "latency_p50_ms")
 #: Most recent candidates ``last`` looks at before saying there is no baseline.
@@ -100,8 +110,8 @@ def run_setup(cli_args: dict) -> str:
         mode = parse_workflow_args(cli_args.get("workflow_args") or "").get("mode", "ci")
     except ValueError:
         mode = "?"
-    server = ("docker" if cli_args.get("docker_server") else "external" if cli_args.get("server_url")
-              else "local")
+    server = ("docker" if cli_args.get("docker_server") else "local" if cli_args.get("local_server")
+              else "external")  # run.py's default attaches to a running server (--server-url / --service-port)
     return f"mode={mode}, {server} server"
 
 
@@ -151,126 +161,131 @@ def settings_from(cli_args: dict, workflow_args: dict, spec: ModelSpec, workflow
 
 
 def decide(ci: list[float] | None, tolerance: float, higher_is_better: bool) -> str:
-    """The decision on the ratio's interval (module docstring)."""
-    if ci is None:
-        return "inconclusive"
-    low, high = ci
-    worse_low, worse_high = (1 / high, 1 / low) if higher_is_better and low > 0 else (low, high)
-    if higher_is_better and low <= 0:
-        return "inconclusive"
-    if worse_low > 1 + tolerance:
-        return "regressed"
-    if worse_high < 1 - tolerance:
-        return "improved"
-    return "within_noise"
-
-
-def _point_requests(run_dir: Path) -> dict[str, Path]:
-    """Point key (isl-..._osl-..._con-...) -> its per-request file, from the run's benchmark records."""
-    out: dict[str, Path] = {}
-    for path in sorted((run_dir / "benchmarks").glob("point_*.requests.jsonl")):
-        name = path.name.removeprefix("point_").removesuffix(".requests.jsonl")
-        key = "_".join(part for part in name.split("_") if not part.startswith("n-"))
-        out.setdefault(key, path)
-    return out
-
-
-def _media_latencies(run_dir: Path) -> dict[str, list[float]]:
-    """Media point key (<kind>_con-<c>) -> end-to-end latencies (ms) of its successful requests."""
-    from records.media import MediaPoint
-
-    out: dict[str, list[float]] = {}
-    for path in sorted((run_dir / "benchmarks").glob("media_point_*.json")):
-        try:
-            point = MediaPoint.read(path)
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
-            continue
-        out[path.stem.removeprefix("media_point_")] = [
-            float(r["ms"]) for r in point.requests if isinstance(r, dict) and r.get("error_class") is None
-            and isinstance(r.get("ms"), (int, float)) and not isinstance(r.get("ms"), bool)]
-    return out
-
-
-def run_metrics(run_dir: Path) -> dict[str, tuple[list[float], bool]]:
-    """Every compared metric of a run: name -> (its per-request values, higher is better)."""
-    out: dict[str, tuple[list[float], bool]] = {}
-    for key, latencies in _media_latencies(run_dir).items():
-        out[f"{key} latency_ms"] = (latencies, False)
-    for key, path in _point_requests(run_dir).items():
-        for name, values_of, higher in POINT_METRICS:
-            out[f"{key} {name}"] = (values_of(path) or [], higher)
-    return out
+    """The decision on the ratio's interval (module docstring): the one rule of ``records.regression``."""
+    return decide_ratio(ci, tolerance, higher_is_better)
 
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def noise_unknown(metric: ComparisonMetric) -> bool:
-    """The metric has an interval, but too few accepted runs to tell the run-to-run noise: not decided."""
-    return metric.ci95 is not None and (metric.noise_runs or 0) < MIN_RUNS
-
-
-def _metric(name: str, v: list[float], b: list[float], tolerance: float, higher: bool, run_means: list[float],
-            notes: list[str]) -> ComparisonMetric:
-    """One metric from both runs' per-request values and the accepted runs' means, decided (module docstring)."""
-    metric = ComparisonMetric(name=name, higher_is_better=higher, n=len(v), baseline_n=len(b))
-    if v and b:
-        metric.value = round(sum(v) / len(v), 4)
-        metric.baseline = round(sum(b) / len(b), 4)
+def _metric(name: str, v: MetricSeries, b: MetricSeries, tolerance: float, level: NoiseLevel,
+            notes: list[str], within: WithinRun | None = None, blocks: tuple[int, ...] = (0, 0),
+            iterations: int = 2000) -> ComparisonMetric:
+    """One metric from both runs' per-request values at the run-level noise ``level``, decided (module
+    docstring)."""
+    higher = v.higher_is_better
+    metric = ComparisonMetric(name=name, higher_is_better=higher, n=len(v.values), baseline_n=len(b.values))
+    interval = None
+    if v.values and b.values:
+        metric.value, metric.baseline = round(_mean(v.values) or 0.0, 4), round(_mean(b.values) or 0.0, 4)
         if metric.baseline > 0:
             metric.ratio = round(metric.value / metric.baseline, 4)
             try:
-                interval = ratio_interval(v, b, run_means)
+                interval = ratio_interval(v.values, b.values, level, within, (blocks[0], blocks[1]),
+                                          iterations=iterations)
             except ValueError:
                 interval = None
-            if interval is not None:
-                metric.ci95 = [round(interval.low, 4), round(interval.high, 4)]
-                metric.ci_method, metric.noise_runs = interval.method, interval.runs
-                metric.run_noise_pct = None if interval.run_noise is None else round(100 * interval.run_noise, 2)
+    if interval is not None:
+        metric.ci95 = [round(interval.low, 4), round(interval.high, 4)]
+        metric.ci_method, metric.noise_source, metric.noise_df = interval.method, level.source, level.df
+        metric.noise_runs = level.runs or None
+        metric.run_noise_pct = round(100 * level.sd, 2)
     metric.decision = decide(metric.ci95, tolerance, higher)
-    if metric.ci95 is not None and min(len(v), len(b)) < MIN_REQUESTS:
+    if metric.ci95 is not None and min(len(v.values), len(b.values)) < MIN_REQUESTS:
         metric.decision = "inconclusive"
-        notes.append(f"{name}: {min(len(v), len(b))} requests in a run, fewer than {MIN_REQUESTS}: "
+        notes.append(f"{name}: {min(len(v.values), len(b.values))} requests in a run, fewer than {MIN_REQUESTS}: "
                      f"the interval is shown, not trusted to decide")
-    elif noise_unknown(metric):
-        metric.decision = "inconclusive"
+    elif metric.decision == "inconclusive" and interval is not None:
+        metric.runs_to_decide = runs_to_decide(interval, tolerance, higher)
     if metric.ci95 is None:
-        notes.append(f"{name}: no per-request values in {'both runs' if not v and not b else 'one run'}"
+        notes.append(f"{name}: no per-request values in {'both runs' if not v.values and not b.values else 'one run'}"
                      f"; not decided")
     return metric
 
 
-def compare_runs(run_dir: Path, baseline_dir: Path, tolerance: float,
-                 history: Sequence[Path] = ()) -> tuple[list[ComparisonMetric], list[str]]:
+def _history_level(name: str, baseline: MetricSeries, others: list[dict[str, MetricSeries]],
+                   host: dict[str, NoiseLevel]) -> NoiseLevel | None:
+    """The history's run-level noise of a metric: the accepted runs of this setup when there are enough, else
+    the host class's level of its kind (``reports.run_noise``)."""
+    means = [m for m in (_mean(baseline.values), *(_mean(run[name].values) for run in others if name in run))
+             if m is not None]
+    return setup_level(means) or host.get(metric_kind(name))
+
+
+def compare_runs(run_dir: Path, baseline_dir: Path, tolerance: float, history: Sequence[Path] = (),
+                 host: dict[str, NoiseLevel] | None = None) -> tuple[list[ComparisonMetric], list[str]]:
     """Every metric both runs measured, decided; and notes on what could not be compared. ``history``: the
-    accepted runs measured alike whose spread is the run-to-run noise (``reports.run_noise``); the baseline
-    counts among them whether listed or not."""
-    mine, theirs = run_metrics(run_dir), run_metrics(baseline_dir)
+    accepted runs measured alike (the baseline counts among them whether listed or not); ``host``: the host
+    class's run-level noise per metric kind (``comparison_data.host_levels``)."""
     seen, others = {Path(baseline_dir).resolve()}, []
     for path in history:
         if Path(path).resolve() not in seen:
             seen.add(Path(path).resolve())
             others.append(run_metrics(Path(path)))
-    metrics: list[ComparisonMetric] = []
+    metrics, notes = compare_series(run_metrics(run_dir), run_metrics(baseline_dir), tolerance, others, host)
+    unfit = {key: f"this run's {why}" for key, why in undecidable_points(run_dir).items()}
+    unfit.update({key: f"the baseline's {why}" for key, why in undecidable_points(baseline_dir).items()
+                  if key not in unfit})
+    for metric in metrics:
+        why = unfit.get(metric.name.rsplit(" ", 1)[0])
+        if why is not None and metric.decision != "inconclusive":
+            metric.decision, metric.runs_to_decide = "inconclusive", None
+    notes += [f"{key}: not decided: {why}" for key, why in sorted(unfit.items())
+              if any(m.name.startswith(key + " ") for m in metrics)]
+    return metrics, notes
+
+
+def compare_series(mine: dict[str, MetricSeries], theirs: dict[str, MetricSeries], tolerance: float,
+                   others: Sequence[dict[str, MetricSeries]] = (), host: dict[str, NoiseLevel] | None = None, *,
+                   iterations: int = 2000) -> tuple[list[ComparisonMetric], list[str]]:
+    """The decision of every metric both runs measured (``compare_runs`` on what it read; the simulation of
+    the gate's error rates calls it directly): each metric's level is chosen by ``run_noise.choose_level``
+    from the history (this setup's runs, else the host class) and the drift between both runs' blocks,
+    pooled over the points of its kind."""
     notes: list[str] = []
     only = sorted({name.rsplit(" ", 1)[0] for name in set(mine) ^ set(theirs)})
     if only:
         notes.append("points measured by one run only (not compared): " + ", ".join(only))
-    for name in sorted(set(mine) & set(theirs)):
-        (v, higher), (b, _) = mine[name], theirs[name]
-        run_means = [m for m in (_mean(b), *(_mean(run[name][0]) for run in others if name in run))
-                     if m is not None]
-        metrics.append(_metric(name, v, b, tolerance, higher, run_means, notes))
+    common = sorted(set(mine) & set(theirs))
+    stats = {name: (block_stats(mine[name].values, mine[name].concurrency),
+                    block_stats(theirs[name].values, theirs[name].concurrency)) for name in common}
+    within = {kind: within_run([s for name in common if metric_kind(name) == kind for s in stats[name]])
+              for kind in {metric_kind(name) for name in common}}
+    metrics = []
+    for name in common:
+        kind = metric_kind(name)
+        level = choose_level(_history_level(name, theirs[name], list(others), host or {}),
+                             block_level(within[kind]))
+        blocks = tuple(0 if s is None else len(s.means) for s in stats[name])
+        metrics.append(_metric(name, mine[name], theirs[name], tolerance, level, notes, within[kind], blocks,
+                               iterations))
     if not metrics:
         notes.append("the runs measured no benchmark point in common; nothing to compare")
-    undecided = [m for m in metrics if noise_unknown(m) and min(m.n or 0, m.baseline_n or 0) >= MIN_REQUESTS]
-    if undecided:
-        runs = max(m.noise_runs or 0 for m in undecided)
-        notes.append(f"run-to-run noise unknown for {len(undecided)} metric(s): {runs} accepted run(s) of this setup "
-                     f"on this host, {MIN_RUNS} needed; the requests' interval is shown, not trusted to decide (one "
-                     f"run's requests share its host state: they cannot tell the build from the run)")
+    notes.extend(noise_notes(metrics))
     return metrics, notes
+
+
+def noise_notes(metrics: list[ComparisonMetric]) -> list[str]:
+    """Where each metric's run-level noise came from, and what would decide the undecided ones."""
+    notes = []
+    sources: dict[str, list[str]] = {}
+    for m in metrics:
+        if m.noise_source:
+            sources.setdefault(m.noise_source, []).append(f"{m.name} ±{m.run_noise_pct:g}%")
+    if sources:
+        notes.append("run-level noise (SD of one run's log mean) from " + "; ".join(
+            f"{source}: {', '.join(names)}" for source, names in sources.items()))
+    undecided = [m for m in metrics if m.decision == "inconclusive" and m.ci95 is not None
+                 and min(m.n or 0, m.baseline_n or 0) >= MIN_REQUESTS]
+    if undecided:
+        counts = [m.runs_to_decide for m in undecided if m.runs_to_decide is not None]
+        more = (f"about {max(counts)} runs of each build would decide them at the noise seen, or a paired A/B "
+                f"run (--baseline-url / --baseline-vllm-args)" if counts else
+                "their ratios sit on the tolerance: no number of runs decides them")
+        notes.append(f"{len(undecided)} metric(s) undecided (their 95% interval holds both no change and a change "
+                     f"beyond the tolerance): {more}")
+    return notes
 
 
 def _report_of(run_dir: Path) -> ReportRecord:
@@ -379,6 +394,21 @@ def noise_runs(settings: CompareSettings, record: ReportRecord, store) -> list[P
         return []
 
 
+def host_noise(settings: CompareSettings, record: ReportRecord, store) -> dict[str, NoiseLevel]:
+    """The host class's run-level noise per metric kind (``comparison_data.host_levels``) from every accepted
+    run on this host in the run history; none without it, or when runs of any host are compared."""
+    from history.fingerprint import fingerprint, host_facts_of
+
+    if store is None or settings.any_host:
+        return {}
+    try:
+        entries = store.accepted_on_host(fingerprint(host_facts_of(record)), before=record.metadata.run_started,
+                                         exclude=record.metadata.run_id)
+        return host_levels(entries, _setup_of)
+    except Exception:  # noqa: BLE001 - an unreadable history leaves the host class unknown, said per metric
+        return {}
+
+
 def build_comparison(settings: CompareSettings, record: ReportRecord, run_dir: Path,
                      baseline_dir: Path, baseline: ReportRecord, store) -> Comparison:
     """The ``comparison`` block of the report (without the verdict, which the judge adds)."""
@@ -386,7 +416,8 @@ def build_comparison(settings: CompareSettings, record: ReportRecord, run_dir: P
 
     mine, theirs = host_facts_of(record), host_facts_of(baseline)
     same = fingerprint(mine) == fingerprint(theirs)
-    metrics, notes = compare_runs(run_dir, baseline_dir, settings.tolerance, noise_runs(settings, record, store))
+    metrics, notes = compare_runs(run_dir, baseline_dir, settings.tolerance, noise_runs(settings, record, store),
+                                  host_noise(settings, record, store))
     pressure, base_pressure = step_cpu_pressure(run_dir), step_cpu_pressure(baseline_dir)
     why = busier_host(pressure, base_pressure)
     if why is not None:
@@ -402,7 +433,7 @@ def build_comparison(settings: CompareSettings, record: ReportRecord, run_dir: P
         on_regression=settings.on_regression, same_host=same,
         host_differences=[] if same else host_differences(mine, theirs),
         baseline_spec_version=baseline.metadata.model_version, cpu_pressure=pressure,
-        baseline_cpu_pressure=base_pressure, metrics=metrics, notes=notes)
+        baseline_cpu_pressure=base_pressure, metrics=metrics, notes=notes, gate=not settings.default)
     if baseline.verdict.result not in ("PASS", "INCONCLUSIVE"):
         comparison.notes.append(f"the baseline's own verdict was {baseline.verdict.result} (named with --compare-to; "
                                 f"`last` never picks a run that failed)")

@@ -19,9 +19,11 @@ COMPARISON_COLUMNS: list[Column] = [
     ("Ratio [95% CI]", lambda m: "n/a" if m.ratio is None else (
         f"{m.ratio:.3f}" + (f" [{m.ci95[0]:.3f}, {m.ci95[1]:.3f}]" if m.ci95 else " (no interval)"))),
     ("n / baseline n", lambda m: f"{num(m.n)} / {num(m.baseline_n)}"),
-    ("Run-to-run noise (runs)", lambda m: "unknown" if m.run_noise_pct is None else
-     f"±{m.run_noise_pct:g}% ({num(m.noise_runs)})"),
-    ("Decision", lambda m: m.decision.upper() if m.decision == "regressed" else m.decision),
+    ("Run-level noise (from)", lambda m: "unknown" if m.run_noise_pct is None else
+     f"±{m.run_noise_pct:g}% ({m.noise_source or '?'}" + (f", {m.noise_runs} runs" if m.noise_runs else "") + ")"),
+    ("Decision", lambda m: (m.decision.upper() if m.decision == "regressed" else m.decision)
+     + (f" (~{m.runs_to_decide} runs each would decide)" if m.decision == "inconclusive" and m.runs_to_decide
+        else "")),
 ]
 
 
@@ -30,14 +32,16 @@ def comparison_rows(comparison: Comparison) -> list[list[str]]:
 
 
 def header_line(comparison: Comparison) -> str:
-    """'Compared with RUN (started ...): 2 regressed, 1 improved, 3 within noise; tolerance 5%, on
+    """'Compared with RUN (started ..., asked: last; ...): 2 regressed, 1 improved, 3 within noise; tolerance 5%, on
     regression: fail; same host.'"""
     counts = {d: sum(1 for m in comparison.metrics if m.decision == d)
               for d in ("regressed", "improved", "within_noise", "inconclusive")}
     parts = [f"{n} {d.replace('_', ' ')}" for d, n in counts.items() if n]
     host = "same host" if comparison.same_host else "DIFFERENT HOSTS: " + "; ".join(comparison.host_differences)
+    role = ("a gate: undecided means INCONCLUSIVE" if comparison.gate
+            else "the release's own comparison with the last run: undecided is advisory")
     return (f"Compared with {comparison.baseline_run} (started {comparison.baseline_started or 'n/a'}, asked: "
-            f"{comparison.requested}): {', '.join(parts) or 'no metric in common'}; tolerance "
+            f"{comparison.requested}; {role}): {', '.join(parts) or 'no metric in common'}; tolerance "
             f"{comparison.tolerance:.0%}, on regression: {comparison.on_regression}; {host}.")
 
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from reports import comparison_views, views
+from reports import ab_views, comparison_views, views
 from reports.media_views import media_tables
 from records.report import ReportRecord, Section
 
@@ -94,5 +94,9 @@ def print_summary(record: ReportRecord, file: TextIO | None = None, width: int =
         console.print(_table("Comparison with a baseline run", [h for h, _ in comparison_views.COMPARISON_COLUMNS],
                              comparison_views.comparison_rows(c)))
         console.print(escape(comparison_views.header_line(c)), soft_wrap=True)
+    if record.ab is not None:
+        console.print(_table("A/B", [h for h, _ in ab_views.AB_COLUMNS], ab_views.ab_rows(record.ab)))
+        for line in [ab_views.header_line(record.ab)] + ab_views.notes(record.ab):
+            console.print(escape(line), soft_wrap=True)
     colour = {"PASS": "bold green", "INCONCLUSIVE": "bold yellow"}.get(v.result, "bold red")
     console.print(f"[{colour}]{escape(views.verdict_line(record))}[/]", soft_wrap=True)

@@ -28,7 +28,7 @@ STYLE = """
   th { background: #f2f2f2; }
   .PASS { color: #11691d; font-weight: 600; } .FAIL { color: #b00020; font-weight: 600; }
   .INCONCLUSIVE { color: #8a6d00; font-weight: 600; }
-  .muted { color: #666; }
+  .muted { color: #666; } .server.external { color: #8a6d00; font-style: italic; }
   .plots { display: flex; flex-wrap: wrap; gap: 12px; }
   .plots svg { border: 1px solid #e5e5e5; max-width: 100%; height: auto; }
 """
@@ -148,9 +148,24 @@ def series_plot(series: str, runs: list[dict[str, Any]]) -> str:
     return frame.svg().replace('data-plot="history"', f'data-plot="history" data-series="{escape(series)}"', 1)
 
 
-def _gate_text(run: dict[str, Any]) -> str:
-    return "; ".join(f"{g['decision']}: {g['series']} (ratio {g['ratio']:.3f})" if g["ratio"] is not None
-                     else f"{g['decision']}: {g['series']}" for g in run["gate"]) or "-"
+def comparison_text(run: dict[str, Any]) -> str:
+    """The release's comparison in one cell: what the gate decided ('regressed: ttft_ms <point> x1.40',
+    'within noise', 'inconclusive'), whether it failed the verdict, and against which run; '-' when the
+    release was compared with nothing."""
+    c = run.get("comparison")
+    if not c:
+        return "-"
+    text = c["summary"]
+    if c["decisions"].get("regressed"):
+        text += " (failed the verdict)" if c["gated"] else f" (on_regression={c['on_regression']}: shown only)"
+    return f"{text}; vs {c['baseline_run']}"
+
+
+def server_text(run: dict[str, Any]) -> str:
+    """'local engine-vllm-cpu', 'docker <image>', or 'external' marked as no engine of the spec this run
+    started (a stub, a fake or another machine's server: ``history.timeline.run_setup_of``)."""
+    server = run.get("server") or "?"
+    return f"{server} (not started by the run: a stub or any other server)" if server == "external" else server
 
 
 def _runs_table(runs: list[dict[str, Any]]) -> str:
@@ -162,13 +177,20 @@ def _runs_table(runs: list[dict[str, Any]]) -> str:
                 else escape(run["run_id"]))
         host = escape(run["host_fingerprint"]) + (
             f'<br><b>host changed</b>: {escape("; ".join(run["host_changes"]))}' if run["host_changes"] else "")
+        server = run.get("server") or "?"
+        decided = (run.get("comparison") or {}).get("decisions", {})
+        gate_class = "FAIL" if decided.get("regressed") else "PASS" if decided.get("improved") else ""
         rows.append(f'<tr><td>{escape(run["started"] or "?")}</td><td>{link}</td>'
                     f'<td class="{escape(run["verdict"] or "")}">{escape(run["verdict"] or "n/a")}</td>'
+                    f'<td>{escape(run.get("mode") or "?")}</td>'
+                    f'<td class="server {"external" if server == "external" else ""}">'
+                    f'{escape(server_text(run))}</td>'
                     f'<td>{escape(run["spec"]["version"])}</td><td>{escape(commits)}</td><td>{host}</td>'
-                    f'<td>{escape(_gate_text(run))}</td><td class="muted">{escape(run["note"] or "")}</td></tr>')
-    return ('<table class="runs"><tr><th>Started</th><th>Run (report)</th><th>Verdict</th><th>Spec version</th>'
-            '<th>Commit</th><th>Host fingerprint</th><th>Regression gate</th><th>Note</th></tr>'
-            + "".join(rows) + "</table>")
+                    f'<td class="gate-cell {gate_class}">{escape(comparison_text(run))}</td>'
+                    f'<td class="muted">{escape(run["note"] or "")}</td></tr>')
+    return ('<table class="runs"><tr><th>Started</th><th>Run (report)</th><th>Verdict</th><th>Mode</th>'
+            '<th>Server</th><th>Spec version</th><th>Commit</th><th>Host fingerprint</th>'
+            '<th>Comparison (regression gate)</th><th>Note</th></tr>' + "".join(rows) + "</table>")
 
 
 def render_history_html(doc: dict[str, Any]) -> str:
@@ -183,7 +205,8 @@ def render_history_html(doc: dict[str, Any]) -> str:
            f'{escape(doc["store"])}; generated {escape(doc["generated_at"])}. Points are each release\'s judged '
            "value with its 95% interval (a link to its report); dashed lines are the targets; red marks a "
            "regression and green an improvement the regression gate decided; a dashed vertical line, a host "
-           "change.</p>")]
+           "change. Mode is the run's size (smoke, ci, full: smoke points are a few requests); a server marked "
+           "external is one the run did not start (a stub or any other server), not the spec's engine.</p>")]
     if not doc["runs"]:
         out.append("<p>No release in the run history matches.</p>")
     for spec in doc["specs"]:

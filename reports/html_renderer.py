@@ -11,7 +11,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from reports import agreement_views, comparison_views, plots, views
+from reports import ab_views, agreement_views, comparison_views, plots, views
 from reports import timeline_plots
 from reports.legend import legend
 from reports.media_views import media_tables, target_lines
@@ -84,6 +84,13 @@ def render_html(record: ReportRecord) -> str:
             "table": {"headers": [h for h, _ in agreement_views.AGREEMENT_COLUMNS],
                       "rows": [[(c, "bad" if c == "DISAGREE" else "good" if c == "agree" else "") for c in row]
                                for row in agreement_views.agreement_rows(record.agreement)]}},
+        "ab": None if record.ab is None else {
+            "line": ab_views.header_line(record.ab),
+            "table": {"headers": [h for h, _ in ab_views.AB_COLUMNS],
+                      "rows": [[(c, "bad" if c == "REGRESSED" else "good" if c in ("improved", "within_noise") else "")
+                                for c in row] for row in ab_views.ab_rows(record.ab)]},
+            "notes": ab_views.notes(record.ab),
+            "plots": [Markup(plots.ab_pairs_plot(r)) for r in record.ab.records]},
         "check": views.check,
         "series_plot": lambda t: Markup(plots.endurance_plots(t.series, t.title.split(":")[0])),
         "num": views.num,

@@ -1,7 +1,7 @@
 """``report.md``: the release report a model owner reads in a PR or on GitHub."""
 from __future__ import annotations
 
-from reports import agreement_views, comparison_views, views
+from reports import ab_views, agreement_views, comparison_views, views
 from reports.legend import legend
 from reports.media_views import cost_notes, media_tables, sampling_notes, target_lines
 from records.report import ReportRecord, Section
@@ -47,6 +47,7 @@ def render_markdown(record: ReportRecord) -> str:
     out += _verdict_lines(record)
     out += _comparison_lines(record)
     out += _agreement_lines(record)
+    out += _ab_lines(record)
     out += _metadata_lines(record)
     out += _benchmark_lines(record)
     out += _performance_target_lines(record)
@@ -107,6 +108,15 @@ def _agreement_lines(record: ReportRecord) -> list[str]:
             ""]
 
 
+def _ab_lines(record: ReportRecord) -> list[str]:
+    if record.ab is None:
+        return []
+    out = ["## A/B", "", ab_views.header_line(record.ab), "",
+           table([h for h, _ in ab_views.AB_COLUMNS], ab_views.ab_rows(record.ab)), ""]
+    notes = ab_views.notes(record.ab)
+    return out + [f"- {n}" for n in notes] + ([""] if notes else [])
+
+
 def _metadata_lines(record: ReportRecord) -> list[str]:
     m = record.metadata
     out = ["## Metadata", "", table(["Field", "Value"],
@@ -126,6 +136,10 @@ def _benchmark_lines(record: ReportRecord) -> list[str]:
         cost_lines = sorted({r.cost_note for r in record.benchmarks if r.cost_note})
         if cost_lines:
             out += ["Cost (server core-seconds, energy): " + " | ".join(cost_lines), ""]
+        reconciled = views.reconciliation_lines(record)
+        if reconciled:
+            out += ["Reconciliation (the server's counters over each point against what its client sent):", ""] \
+                + [f"- {line}" for line in reconciled] + [""]
         for t in (r.timeline for r in record.benchmarks if r.timeline is not None and r.timeline.lines):
             out += [f"Workload of {t.name}:", ""] + [f"- {line}" for line in t.lines] + [""]
     else:

@@ -61,7 +61,9 @@ def _point_row(run_dir: Path, path: Path, point: MediaPoint) -> MediaRow:
                     record_file=path.relative_to(run_dir).as_posix(),
                     core_seconds_per_unit=point.core_seconds_per_unit, cost_unit=point.cost_unit,
                     joules_per_unit=point.joules_per_unit, cost_note=point.cost_note, sampling=point.sampling,
-                    timeline=media_timeline(media_key(point.kind, point.max_concurrency), point))
+                    timeline=media_timeline(media_key(point.kind, point.max_concurrency), point),
+                    reconciliation=point.reconciliation.status if point.reconciliation else None,
+                    not_deciding=point.reconciliation.why_not if point.reconciliation else None)
 
 
 def read_media(run_dir: Path, spec: ModelSpec, problems: list[str], max_error_rate: float) -> list[MediaRow]:

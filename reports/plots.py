@@ -314,3 +314,37 @@ def endurance_plots(series: dict, title: str) -> str:
             f.parts.append(f'<text x="{ML + 27}" y="{ly + 10}" font-size="11">{escape(label)}</text>')
         out.append(f.svg())
     return "".join(out)
+
+
+def ab_pairs_plot(record) -> str:
+    """An A/B point's paired blocks (``records.ab.ABRecord``): per pair of adjacent blocks the ratio candidate /
+    baseline of each metric, against the tolerance band: how the decision's interval was made, pair by pair
+    (a drift of the host would show as a trend in both servers' blocks, not in these ratios)."""
+    from records.agreement import METRICS, log_ratios
+
+    kind, title = f"ab-{record.point}", f"A/B {record.point}: candidate / baseline per pair of blocks"
+    sides = [b.side for b in record.blocks]
+    series = {m: [math.exp(x) for x in log_ratios(sides, [b.values.get(m) for b in record.blocks])] for m in METRICS}
+    if not any(series.values()):
+        return _empty(kind, title, "no pair of blocks measured")
+    values = [v for vs in series.values() for v in vs] + [1 - record.tolerance, 1 + record.tolerance]
+    pairs = max(len(vs) for vs in series.values())
+    f = _Frame(kind, title, "pair of blocks (ABBA order)", "ratio candidate / baseline",
+               (0.5, pairs + 0.5), (min(values) * 0.97, max(values) * 1.03))
+    f.axes()
+    for edge in (1 - record.tolerance, 1.0, 1 + record.tolerance):
+        f.parts.append(f'<line class="band" x1="{ML}" x2="{W - MR}" y1="{_t(f.sy(edge))}" y2="{_t(f.sy(edge))}" '
+                       f'stroke="#888" stroke-dasharray="{"" if edge == 1.0 else "4 3"}"/>')
+    for i, (metric, ratios) in enumerate(series.items()):
+        colour = PALETTE[i % len(PALETTE)]
+        points = [(k + 1, r) for k, r in enumerate(ratios)]
+        if len(points) > 1:
+            f.parts.append(f'<polyline points="{" ".join(f"{_t(f.sx(x))},{_t(f.sy(y))}" for x, y in points)}" '
+                           f'fill="none" stroke="{colour}" stroke-width="1.5"/>')
+        for x, y in points:
+            f.parts.append(f'<circle cx="{_t(f.sx(x))}" cy="{_t(f.sy(y))}" r="4" fill="{colour}">'
+                           f'<title>{metric}, pair {x}: {y:.3f}</title></circle>')
+        ly = MT + 6 + 16 * i
+        f.parts.append(f'<rect x="{ML + 10}" y="{ly}" width="12" height="12" fill="{colour}"/>')
+        f.parts.append(f'<text x="{ML + 27}" y="{ly + 10}" font-size="11">{escape(metric)}</text>')
+    return f.svg()

@@ -65,7 +65,15 @@ BENCHMARK_COLUMNS: list[Column] = [
     ("req/s", lambda r: num(r.request_throughput, 3)),
     ("Failure classes", lambda r: r.failure_text() or "none"),
     ("Planned", lambda r: str(r.num_prompts)),
+    ("Reconciled", lambda r: r.reconciliation or "-"),
 ]
+
+
+def reconciliation_lines(record: ReportRecord) -> list[str]:
+    """One line per point with a reconciliation (records/reconciliation.py): its status and what the server's
+    counters said against the client's, so a reader sees why a point decides nothing."""
+    return [f"{r.key} (n={r.num_prompts}): {r.reconciliation}: {r.reconciliation_detail}"
+            for r in record.benchmarks if r.reconciliation]
 
 
 def benchmark_columns(record: ReportRecord) -> list[Column]:
@@ -286,4 +294,19 @@ def verdict_line(record: ReportRecord) -> str:
             f"{'required' if v.evals_required else 'not required'}; "
             f"{len(v.blockers)} blocker(s), {len(v.waived)} waived"
             f"{f', {undecided} undecided' if undecided else ''})")
-    return text
+    return text + comparison_clause(record)
+
+
+def comparison_clause(record: ReportRecord) -> str:
+    """What the comparison with a baseline run did to the verdict, in the verdict line: a gate the user asked
+    for, or the release's own comparison with the last run (advisory where it could not decide)."""
+    c = record.comparison
+    if c is None or not c.metrics:
+        return ""
+    regressed = sum(m.decision == "regressed" for m in c.metrics)
+    undecided = sum(m.decision == "inconclusive" for m in c.metrics)
+    said = f"{regressed} regressed, {undecided} undecided of {len(c.metrics)}"
+    if c.gate:
+        return f"; comparison with {c.baseline_run} (a gate): {said}"
+    return (f"; comparison with the last run {c.baseline_run} (advisory where undecided"
+            f"{'; regressions warn only' if c.on_regression == 'warn' else ''}): {said}")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from contracts.client_main import BadInput, ClientInvocation, StopSignals, run_client
 from contracts.model_spec import ModelSpec
+from stress_tests import resume
 from stress_tests.args import WORKFLOW_ARG_KEYS, StressArgError, StressArgs, parse_stress_args
 
 __all__ = ["WORKFLOW_ARG_KEYS", "main"]
@@ -136,7 +137,14 @@ def run_points(ctx: Context, points, memory) -> "StressRecord":  # noqa: F821
                           + ([f"workload={ctx.args.workload}"] if ctx.args.workload else []),
                           started=_now())
     t0 = time.monotonic()
+    kept, quiet = resume.finished_points(ctx.out_dir), False  # a rerun after a kill keeps what was finished
     for i, p in enumerate(points):
+        if p.name in kept:
+            _log(f"{p.name}: already finished, skipping (resume)")
+            keep_point(ctx, record, kept[p.name], t0)
+            continue
+        if kept and not quiet:
+            quiet = resume.quiet_before_measuring(ctx.base_url, ctx.api_key, _log) or True
         if ctx.out_of_time():
             why = "interrupted" if interrupted() else "the workflow's time budget ran out"
             _log(f"{p.name}: {why}; not run")
@@ -170,6 +178,7 @@ def run_points(ctx: Context, points, memory) -> "StressRecord":  # noqa: F821
             for w in rec.warnings or []:
                 _log(f"NOTE {p.name}: {w}")
         rec.requests_file = _write_requests(ctx, p.name, run.records)
+        rec.interrupted = True if interrupted() else None
         keep_point(ctx, record, rec, t0)
     return record
 

@@ -40,7 +40,8 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message)
+        # argparse quotes the refused value ("invalid choice: 'https://user:pw@host'"): never echo a password
+        raise UsageError(mask_credentials(message))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -162,6 +163,8 @@ class RunOptions:
     device_ids: tuple[int, ...] | None = None
     override_tt_config: dict[str, Any] | None = None
     vllm_override_args: dict[str, Any] | None = None
+    baseline_url: str | None = None                     # A/B: a running baseline server (base URL, checked)
+    baseline_vllm_args: dict[str, Any] | None = None    # A/B: a second local server with these vLLM args
     reset_venvs: bool = False
     model_spec_json: Path | None = None
     print_docker_cmd: bool = False
@@ -245,7 +248,7 @@ def check_baseline_host(value: str, environment: dict) -> None:
     run either. Without a recorded environment on either side, or a run history to look an id up in, the
     reports step decides (it then leaves the run not compared, with the same line)."""
     from contracts.run_dir import Manifest
-    from history.fingerprint import fingerprint, host_differences, host_facts_of_environment, other_host_line
+    from history.fingerprint import differences_before_start, host_facts_of_environment, other_host_line
 
     path = Path(value)
     if not path.is_dir():
@@ -265,8 +268,9 @@ def check_baseline_host(value: str, environment: dict) -> None:
     except (OSError, ValueError, TypeError, KeyError):
         return
     mine = host_facts_of_environment(environment)
-    if mine is not None and theirs is not None and fingerprint(mine) != fingerprint(theirs):
-        raise UsageError(other_host_line(_shown(value), host_differences(mine, theirs)))
+    differences = differences_before_start(mine, theirs) if mine is not None and theirs is not None else []
+    if differences:
+        raise UsageError(other_host_line(_shown(value), differences))
 
 
 def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
@@ -297,6 +301,7 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     if ns.fresh_server and mode is not ServerMode.LOCAL:
         raise UsageError("--fresh-server applies to --local-server only (a standby server is a local one)")
     device_ids = parse_device_ids(ns.device_id)
+    baseline_url, baseline_vllm_args = check_baseline_flags(ns, workflow, service_port)
     return RunOptions(
         workflow=workflow, model=model, device=device, impl=impl, engine=engine, server_mode=mode,
         server_url=ns.server_url, service_port=service_port, bind_host=ns.bind_host,
@@ -305,6 +310,7 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
         device_ids=tuple(device_ids) if device_ids is not None else None,
         override_tt_config=parse_json_object("--override-tt-config", ns.override_tt_config),
         vllm_override_args=parse_json_object("--vllm-override-args", ns.vllm_override_args),
+        baseline_url=baseline_url, baseline_vllm_args=baseline_vllm_args,
         reset_venvs=ns.reset_venvs, model_spec_json=Path(ns.model_spec_json) if ns.model_spec_json else None,
         print_docker_cmd=ns.print_docker_cmd, no_auth=ns.no_auth, auth_mode=ns.auth,
         output_dir=Path(ns.output_dir) if ns.output_dir else None, ignore_verdict=ignore_verdict,
@@ -395,6 +401,43 @@ def _checked_server_flags(ns: argparse.Namespace) -> int:
     except (ServerUrlError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     return service_port
+
+
+#: vLLM args the baseline server's launch sets itself (its own port, this host's address).
+BASELINE_OWN_ARGS = ("port", "host")
+
+
+def check_baseline_flags(ns: argparse.Namespace, workflow: WorkflowType,
+                         service_port: int) -> tuple[str | None, dict[str, Any] | None]:
+    """--baseline-url (checked and normalised as --server-url is) and --baseline-vllm-args (a JSON object for a
+    second local server): the A/B of two live servers (``workflows.ab_servers``). None, None when neither."""
+    url, overlay = ns.baseline_url, ns.baseline_vllm_args
+    if url is None and overlay is None:
+        return None, None
+    flag = "--baseline-url" if url is not None else "--baseline-vllm-args"
+    if url is not None and overlay is not None:
+        raise UsageError("--baseline-url and --baseline-vllm-args name two baselines; pick one")
+    if workflow not in (WorkflowType.BENCHMARKS, WorkflowType.EVALS, WorkflowType.RELEASE):
+        raise UsageError(f"{flag} compares the benchmark points and eval items of two servers: use --workflow "
+                         f"benchmarks, evals or release")
+    if overlay is not None:
+        args = parse_json_object("--baseline-vllm-args", overlay)
+        if not ns.local_server or ns.auth == "jwt-gateway":
+            raise UsageError("--baseline-vllm-args starts a second local server of the same spec: use it with "
+                             "--local-server (and without --auth jwt-gateway)")
+        own = [key for key in BASELINE_OWN_ARGS if key in (args or {})]
+        if own:
+            raise UsageError(f"--baseline-vllm-args: {', '.join(own)} is the baseline server's own (it gets a free "
+                             f"port on this host); drop it")
+        return None, args
+    try:
+        base = parse_server_url(url, service_port, flag="--baseline-url").base
+        own = parse_server_url(ns.server_url, service_port).base if ns.server_url else None
+    except ServerUrlError as exc:
+        raise UsageError(str(exc)) from None
+    if own == base or (own is None and base == f"http://127.0.0.1:{service_port}" and ns.local_server):
+        raise UsageError(f"--baseline-url {_shown(url)} is this run's own server: an A/B needs two servers")
+    return base, None
 
 
 def resolve_spec(options: RunOptions, catalog: Catalog) -> ModelSpec:

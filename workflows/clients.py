@@ -143,6 +143,9 @@ def child_command(ctx: RunContext, workflow: WorkflowType) -> list[str]:
         cmd.append("--disable-trace-capture")
     if workflow is WorkflowType.REPORTS and options.ignore_verdict:
         cmd.append("--ignore-verdict")
+    if workflow in (WorkflowType.BENCHMARKS, WorkflowType.EVALS):
+        from workflows.ab_servers import child_args
+        cmd += child_args(ctx)
     return cmd
 
 

@@ -35,6 +35,7 @@ class RunContext:
     auth: AuthConfig | None = None
     host: HostSetup | None = None
     server: ServerHandle | None = None
+    baseline: ServerHandle | None = None  # the A/B's baseline server (workflows.ab_servers), when asked
     venv_pythons: dict[str, Path] = field(default_factory=dict)
     trace_captured: bool = False
     # Every client process running now (two while a release runs evals and tests side by side).

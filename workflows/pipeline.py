@@ -156,9 +156,13 @@ def prepare_venvs(ctx: RunContext, workflows: list[WorkflowType] | None = None) 
 
 
 def start_server(ctx: RunContext) -> str:
+    from workflows.engine_env import record_engine_packages
     from workflows.servers import ServerStartError, attach_external
     from workflows.servers import start_server as _start
 
+    read = record_engine_packages(ctx.run_dir.manifest.environment, ctx.spec)  # the host fingerprint's engine
+    if read:
+        ctx.run_dir.log(read)
     try:
         if ctx.server_mode is ServerMode.EXTERNAL:
             url = ctx.options.server_url or f"http://127.0.0.1:{ctx.options.service_port}"
@@ -352,12 +356,28 @@ def _warms_up(ctx: RunContext) -> bool:
             and media_kind(ctx.spec.model_type) is None)
 
 
+def _ab_asked(ctx: RunContext) -> bool:
+    from workflows.ab_servers import asked
+
+    return asked(ctx)
+
+
+def _start_baseline(ctx: RunContext) -> str:
+    from workflows.ab_servers import BaselineFailed, start_baseline
+
+    try:
+        return start_baseline(ctx, server_launch(ctx), DEFAULT_WARMUP_PAIR)
+    except BaselineFailed as exc:
+        raise StepFailed(str(exc)) from None
+
+
 SERVER_STEPS: tuple[PipelineStep, ...] = (
     PipelineStep("prepare_host", prepare_host, "Preparing host (weights, disk, RAM)", _talks_to_server),
     PipelineStep("prepare_venvs", prepare_venvs, "Preparing virtualenvs"),
     PipelineStep("start_server", start_server, "Starting the server", _talks_to_server),
     PipelineStep("wait_ready", wait_ready, "Waiting for the server to be ready", _talks_to_server),
     PipelineStep("warmup", warm_up, "Warm-up (trace capture)", _warms_up),
+    PipelineStep("start_baseline", _start_baseline, "Starting the A/B baseline server", _ab_asked),
 )
 
 
@@ -496,14 +516,17 @@ def run_clients(ctx: RunContext) -> int:
 
 
 def teardown(ctx: RunContext, keep_server: bool) -> str:
+    from workflows.ab_servers import stop_baseline
+
     stop_children(ctx)
+    baseline = stop_baseline(ctx, SERVER_STOP_TIMEOUT_S)
     if ctx.server is None or ctx.server_mode is ServerMode.EXTERNAL:
-        return "nothing to stop"
+        return baseline or "nothing to stop"
     if keep_server:
         ctx.server.detach()
         return "server left running (--workflow server)"
     ctx.server.stop(timeout=SERVER_STOP_TIMEOUT_S)
-    return f"{ctx.server_mode.value} server stopped"
+    return f"{ctx.server_mode.value} server stopped" + (f"; {baseline}" if baseline else "")
 
 
 # ---------------------------------------------------------------------- the whole run

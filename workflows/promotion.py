@@ -10,7 +10,9 @@ change starts a fresh count and applying the same evidence twice changes nothing
 The rules, applied to that window, newest run first:
 
 * The newest run FAILED, or its comparison with the previous release decided a metric regressed:
-  demote one status (to the status the failed run measured when lower), naming the run.
+  demote one status (to the status the failed run measured when lower), naming the run; a regression
+  names each regressed metric with its ratio (value over baseline) and whether the regression gate failed
+  the verdict with it (``on_regression=fail``: a blocker of category ``comparison``).
 * The newest run is INCONCLUSIVE: keep; an undecided run neither promotes nor demotes.
 * The last ``releases`` runs all PASSed with no regression: promote to the lowest status all of them
   measured (``support_table.measured_status``: every required tier of it passed on its interval at every
@@ -41,6 +43,8 @@ class Evidence:
     measured_status: str | None       # what its measured tiers support; None when its report is gone
     judged_status: str | None = None  # the catalog status the run was judged at
     regressed: tuple[str, ...] = ()   # metrics its comparison decided regressed
+    regressions: tuple[str, ...] = ()  # the same, each with its ratio: '<point> ttft_ms x1.40'
+    gated: bool = False               # a regression failed the verdict (on_regression=fail)
     improved: tuple[str, ...] = ()
     within_noise: int = 0
     inconclusive: int = 0             # metrics the comparison could not decide (too few requests, a busy host)
@@ -91,9 +95,7 @@ def propose(spec_id: str, model: str, device: str, impl: str, current: str, evid
     if newest.verdict == "FAIL" or newest.regressed:
         measured = STATUS_ORDER.index(newest.measured_status) if newest.measured_status else level - 1
         lower = STATUS_ORDER[max(0, min(level - 1, measured))]
-        why = (f"run {newest.run_id} FAILED: {newest.blocker or 'verdict FAIL'}" if newest.verdict == "FAIL" else
-               f"run {newest.run_id} regressed against {newest.baseline_run}: {', '.join(newest.regressed)}")
-        return out(lower, [newest], why + ("" if level else " (already the lowest status)"))
+        return out(lower, [newest], demotion_reason(newest) + ("" if level else " (already the lowest status)"))
     if newest.verdict != "PASS":
         return out(current, [newest], f"run {newest.run_id} is {newest.verdict}: an undecided release neither "
                                       f"promotes nor demotes")
@@ -110,6 +112,21 @@ def propose(spec_id: str, model: str, device: str, impl: str, current: str, evid
                    f"{STATUS_ORDER[supported]} or better")
     return out(current, window, f"PASS in the last {releases} releases; the measured tiers support no higher "
                                 f"status than {STATUS_ORDER[supported]}")
+
+
+def demotion_reason(newest: Evidence) -> str:
+    """Why the newest release demotes: its first blocker, or, when its comparison decided a regression,
+    each regressed metric with its ratio and whether the gate failed the verdict with it (another blocker
+    of the same run is named too)."""
+    if newest.verdict == "FAIL" and not newest.gated:
+        return f"run {newest.run_id} FAILED: {newest.blocker or 'verdict FAIL'}"
+    why = (f"run {newest.run_id} regressed against {newest.baseline_run}: "
+           f"{', '.join(newest.regressions or newest.regressed)}")
+    if newest.gated:
+        why += " (the regression gate failed its verdict)"
+        if newest.blocker and not newest.blocker.startswith("[comparison]"):
+            why += f"; first blocker {newest.blocker}"
+    return why
 
 
 # ---------------------------------------------------------------------------------- reading the history
@@ -147,13 +164,17 @@ def evidence_of(entry: RunEntry, search: tuple[Path, ...] = ()) -> Evidence | No
         run_id=entry.run_id, started=entry.started or "", verdict=verdict.result,
         measured_status=measured_status(record), judged_status=record.metadata.model_status,
         regressed=tuple(m.name for m in metrics if m.decision == "regressed"),
+        regressions=tuple(m.name + (f" x{m.ratio:.2f}" if m.ratio is not None else "")
+                          for m in metrics if m.decision == "regressed"),
+        gated=any(b.category == "comparison" for b in verdict.blockers),
         improved=tuple(m.name for m in metrics if m.decision == "improved"),
         within_noise=sum(1 for m in metrics if m.decision == "within_noise"),
         inconclusive=sum(1 for m in metrics if m.decision == "inconclusive"),
         baseline_run=comparison.baseline_run if comparison is not None else None,
         blocker=f"[{first.category}] {first.item}: {first.detail}"[:200] if first is not None else "",
         host_fingerprint=entry.host_fingerprint, spec_version=entry.spec_version,
-        engines={k.split(" ", 1)[1]: str(v) for k, v in entry.host_facts.items() if k.startswith("package ")})
+        engines={k.split(" ", 1)[1] if k.startswith("package ") else k: str(v) for k, v in entry.host_facts.items()
+                 if k.startswith("package ") or k == "engine"})  # 'engine': local <venv>, docker, external
 
 
 def host_class_runs(entries: list[RunEntry]) -> list[RunEntry]:

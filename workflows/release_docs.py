@@ -76,7 +76,8 @@ def _since_last(e: Evidence | None) -> str:
         return "no release in the history"
     if e.baseline_run is None:
         return "no comparison (no earlier clean release on this host class)"
-    parts = [f"regressed: {', '.join(e.regressed)}" if e.regressed else "",
+    gated = " (failed the verdict)" if e.gated else ""
+    parts = [f"regressed: {', '.join(e.regressions or e.regressed)}{gated}" if e.regressed else "",
              f"improved: {', '.join(e.improved)}" if e.improved else "",
              f"{e.within_noise} within noise" if e.within_noise else "",
              f"{e.inconclusive} undecided (too few requests or a busier host)" if e.inconclusive else ""]

@@ -104,8 +104,18 @@ def _check_path(path: str, shown: str) -> str:
     return path[: -len("/v1")] if path.endswith("/v1") else path
 
 
-def parse_server_url(text: str, service_port: int | None) -> ServerUrl:
-    """Check ``text`` against the rules in the module docstring; ``ServerUrlError`` names the broken one."""
+def parse_server_url(text: str, service_port: int | None, flag: str = "--server-url") -> ServerUrl:
+    """Check ``text`` against the rules in the module docstring; ``ServerUrlError`` names the broken one,
+    and the flag it came in (``--baseline-url`` takes the same rules)."""
+    try:
+        return _parse(text, service_port)
+    except ServerUrlError as exc:
+        if flag == "--server-url":
+            raise
+        raise ServerUrlError(str(exc).replace("--server-url", flag)) from None
+
+
+def _parse(text: str, service_port: int | None) -> ServerUrl:
     raw = text.strip()
     if not raw:
         raise ServerUrlError("--server-url is empty; give the server's base URL, e.g. http://127.0.0.1:8000")

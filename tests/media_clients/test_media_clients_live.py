@@ -99,6 +99,8 @@ def test_readiness_then_clients_write_their_records(mock_cnn_server, tmp_path):
     point = MediaPoint.read(tmp_path / "benchmarks" / "media_point_cnn_con-2.json")
     assert (point.completed, point.failed, point.source) == (4, 0, "perf_reference")
     assert point.figures["items_per_s"] > 0
+    # the media server's finished requests over the point agree with the client's (records/reconciliation.py)
+    assert point.reconciliation.status == "clean" and point.reconciliation.server["requests"] == 4, point.reconciliation
     # the server's queue sampled beside the point (its /metrics, about once a second)
     assert point.server_state["samples"] >= 1 and "queue_depth" in point.server_state["series"], point.server_state
     outputs = json.loads((tmp_path / "benchmarks" / "outputs.json").read_text())["outputs"]

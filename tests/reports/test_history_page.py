@@ -68,12 +68,24 @@ def test_history_writes_the_document_and_the_page(history, tmp_path):
     assert {(g["series"], g["decision"], g["baseline_run"]) for g in slow["gate"]} >= {
         (f"ttft_ms {CON4}", "regressed", history[2])}
     assert slow["verdict"] == "FAIL" and not slow["host_changes"]
+    # every release says what its comparison decided: the first was compared with nothing, the slow one
+    # regressed (named with its ratio) and failed the verdict
+    assert doc["runs"][0]["comparison"] is None
+    assert slow["comparison"]["summary"].startswith(f"regressed: ttft_ms {CON4} x1.") and slow["comparison"]["gated"]
+    assert slow["comparison"]["baseline_run"] == history[2]
+    assert base["comparison"]["summary"] in ("within noise", "inconclusive") or \
+        base["comparison"]["summary"].startswith("within noise (")
+    assert (base["mode"], base["server"]) == ("ci", "local")  # the fixture's cli_args.json: --local-server
     assert other["host_changes"] and any(c.startswith("cpu: ") for c in other["host_changes"])
     assert other["host_fingerprint"] != base["host_fingerprint"] and not other["gate"]
     assert base["report"] == "../run-10/reports/report.html"
     html = (out / "history.html").read_text()
     assert html.count('data-plot="history"') >= 10 and 'class="gate regressed"' in html
     assert 'class="host-change"' in html and 'href="../run-11/reports/report.html"' in html
+    cells = [row.split('class="gate-cell')[1].split("</td>")[0] for row in html.split("<tr>")[2:7]]
+    assert cells[0].endswith(">-") and "regressed: ttft_ms" in cells[3] and "(failed the verdict)" in cells[3]
+    assert all(cell.split(">", 1)[1] != "-" for cell in cells[1:4]), cells  # no longer "-" for every release
+    assert "<th>Mode</th><th>Server</th>" in html and "<td>ci</td>" in html
     assert "<script" not in html and "http" not in html.replace(doc["store"], "")
     # other filters: none of these releases
     assert run_history.main(["--output-dir", str(out / "none"), "--device", "n150"]) == 0

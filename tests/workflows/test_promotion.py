@@ -67,6 +67,49 @@ def test_a_fail_or_a_regression_in_the_newest_release_demotes_naming_the_run() -
     assert p.decision == "keep" and "already the lowest status" in p.reason
 
 
+def _gated_release(tmp_path: Path, run_id: str, ratio: float, on_regression: str = "fail") -> RunEntry:
+    """A release's report.json whose comparison decided TPOT regressed at ``ratio`` against r1: with
+    on_regression=fail the judge made it a blocker of category comparison (verdict FAIL)."""
+    from records.report import Blocker, Comparison, ComparisonMetric
+    from reports import build_report
+
+    record = build_report(REPO_ROOT / "tests" / "reports" / "fixtures" / "benchmarks_only_run")
+    name = "isl-128_osl-128_con-1 tpot_ms"
+    record.comparison = Comparison(baseline_run="r1", on_regression=on_regression, metrics=[
+        ComparisonMetric(name=name, baseline=10.0, value=10.0 * ratio, ratio=ratio, ci95=[ratio - 0.05, ratio + 0.05],
+                         decision="regressed"),
+        ComparisonMetric(name="isl-128_osl-128_con-1 ttft_ms", ratio=1.01, decision="within_noise")])
+    record.metadata.model_status = "COMPLETE"
+    if on_regression == "fail":
+        record.verdict.result = "FAIL"
+        record.verdict.blockers = [Blocker("comparison", name, f"x{ratio:.2f} beyond 1.05 against r1")]
+    (tmp_path / run_id / "reports").mkdir(parents=True)
+    record.write(tmp_path / run_id / "reports" / "report.json")
+    return RunEntry(run_id, str(tmp_path / run_id), "k", "m", "cpu", "i", "vllm", "0.1.0", "h",
+                    {"engine": "external"}, "release", "failed", record.verdict.result, run_id, run_id)
+
+
+def test_a_regression_the_gate_failed_demotes_naming_the_metric_and_its_ratio(tmp_path) -> None:
+    from workflows.promotion import evidence_of
+
+    newest = evidence_of(_gated_release(tmp_path, "r3", 1.4))
+    assert newest is not None and newest.gated and newest.verdict == "FAIL"
+    assert newest.regressions == ("isl-128_osl-128_con-1 tpot_ms x1.40",) and newest.within_noise == 1
+    p = decide("COMPLETE", newest, ev("r2"), ev("r1"))
+    assert (p.decision, p.to_status, p.evidence) == ("demote", "FUNCTIONAL", ("r3",))
+    assert p.reason == ("run r3 regressed against r1: isl-128_osl-128_con-1 tpot_ms x1.40 (the regression gate "
+                        "failed its verdict)")
+    notes = render_release_notes("0.1.1", "cpu", 2, [load_catalog().specs[SMOL]], [p], {SMOL: [newest]}, "abc",
+                                 today=date(2026, 1, 1))
+    assert "| COMPLETE | FUNCTIONAL | r3 | run r3 regressed against r1: isl-128_osl-128_con-1 tpot_ms x1.40" in notes
+    assert "vs r1: regressed: isl-128_osl-128_con-1 tpot_ms x1.40 (failed the verdict); 1 within noise" in notes
+    assert "engine external" in notes
+    warned = evidence_of(_gated_release(tmp_path, "r4", 1.4, on_regression="warn"))
+    assert warned is not None and not warned.gated and warned.verdict != "FAIL"
+    assert decide("COMPLETE", warned, ev("r2")).reason == \
+        "run r4 regressed against r1: isl-128_osl-128_con-1 tpot_ms x1.40"
+
+
 def test_the_host_class_is_the_newest_runs(tmp_path) -> None:
     def entry(run_id: str, host: str) -> RunEntry:
         return RunEntry(run_id, "", "k", "m", "cpu", "i", "vllm", "0.1.0", host, {}, "release", "passed", "PASS",
@@ -195,9 +238,12 @@ def test_release_dry_run_two_clean_runs_promote_then_a_regression_demotes(repo_c
     for attempt, ttft_ms in (("first", 20), ("second", 20), ("third", 700)):
         ttft.write_text(str(ttft_ms))
         out = tmp_path / attempt
+        # only the third run is compared (--compare-to is a gate: the stub's TTFT on a busy test host can leave
+        # an explicit comparison of two clean runs undecided, which neither promotes nor demotes)
+        compare = ["--compare-to", "last"] if attempt == "third" else []
         done = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "release_matrix.py"), "--matrix",
                                str(matrix), "--tier", "stub", "--workflow-args",
-                               "mode=smoke regression_tolerance=0.5", "--compare-to", "last", "--out", str(out),
+                               "mode=smoke regression_tolerance=0.5", *compare, "--out", str(out),
                                "--promote", "--apply", "--apply-to", str(repo_copy)],
                               capture_output=True, text=True, timeout=900, cwd=REPO_ROOT, env=env)
         assert done.returncode in (0, 3), (done.stdout + done.stderr)[-3000:]
