@@ -53,6 +53,9 @@ class EvalAB(TypedRecord):
     tolerance: float = described("regression_tolerance of the decision (share).", 0.05)
     decision: str = described("regressed, improved, within_noise or inconclusive (records.regression).", INCONCLUSIVE)
     method: str = described("How the interval is made.", METHOD)
+    items_to_decide: int | None = described(
+        "Inconclusive only: about how many paired items would decide it at the gains and losses seen (null: more "
+        "than 100000, or not estimated).", None)
     note: str | None = described("Why the task was not compared (then inconclusive), or what to know.", None)
 
     @property
@@ -66,7 +69,8 @@ class EvalAB(TypedRecord):
         ci = "n/a" if self.ci95 is None else f"{self.ci95[0]:.3f}-{self.ci95[1]:.3f}"
         return (f"{self.decision}: {self.metric} baseline {self.baseline_score:.4g}, candidate "
                 f"{self.candidate_score:.4g} on the same {self.items} items ({self.gains} won, {self.losses} lost); "
-                f"ratio {self.ratio} (95% CI {ci}); tolerance {self.tolerance:.0%}")
+                f"ratio {self.ratio} (95% CI {ci}); tolerance {self.tolerance:.0%}"
+                + (f"; about {self.items_to_decide} items would decide it" if self.items_to_decide else ""))
 
 
 def tango_paired(pairs: Sequence[tuple[float, float]], z: float = Z95) -> tuple[float, float]:
@@ -130,7 +134,30 @@ def paired_eval(task: str, metric: str, candidate: Sequence[float], baseline: Se
     record.ratio = round(record.candidate_score / base, 4)
     record.ci95 = [round(max(1e-6, 1 + low / base), 4), round(1 + high / base, 4)]
     record.decision = decide_ratio(record.ci95, tolerance, True)
+    if record.decision == INCONCLUSIVE and record.method == METHOD_BINARY:
+        record.items_to_decide = items_to_decide(record.gains, record.losses, n, base, tolerance)
     return record
 
 
-__all__ = ["SCHEMA", "METHOD", "METHOD_BINARY", "EvalAB", "tango_paired", "paired_eval"]
+#: Most items ``items_to_decide`` reports; beyond it the estimate says "more than".
+MOST_ITEMS = 100_000
+
+
+def items_to_decide(gains: int, losses: int, n: int, base: float, tolerance: float) -> int | None:
+    """About how many paired items would decide the task if its items kept this share of gains and losses (the
+    counts scaled up; at least one discordant pair assumed per 100 items, as near-ties flip on another server):
+    the smallest such count whose Tango interval decides; None beyond ``MOST_ITEMS``."""
+    rate_g, rate_l = max(gains / n, 0.005), max(losses / n, 0.005)
+    size = n
+    while size <= MOST_ITEMS:
+        size *= 2
+        g, lost = round(rate_g * size), round(rate_l * size)
+        pairs = [(1.0, 0.0)] * g + [(0.0, 1.0)] * lost + [(1.0, 1.0)] * max(0, size - g - lost)
+        low, high = tango_paired(pairs)
+        if decide_ratio([max(1e-6, 1 + low / base), 1 + high / base], tolerance, True) != INCONCLUSIVE:
+            return size
+    return None
+
+
+__all__ = ["SCHEMA", "METHOD", "METHOD_BINARY", "MOST_ITEMS", "EvalAB", "items_to_decide", "tango_paired",
+           "paired_eval"]

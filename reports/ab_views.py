@@ -25,7 +25,7 @@ AB_COLUMNS: list[Column] = [
     ("Tolerance", lambda m: f"±{m.tolerance:.0%}"),
     ("Decision", lambda m: m.decision.upper() if m.decision == REGRESSED else m.decision),
     ("Blocks (evals: items)", lambda m: str(2 * m.pairs)),
-    ("More blocks to decide", lambda m: "" if m.decision != INCONCLUSIVE else (
+    ("More blocks (items) to decide", lambda m: "" if m.decision != INCONCLUSIVE else (
         "n/a" if m.blocks_to_decide is None else f"~{m.blocks_to_decide}")),
 ]
 
@@ -41,7 +41,8 @@ def eval_row(ev: EvalAB) -> list[str]:
             "n/a" if ev.ratio is None else f"{ev.ratio:.3f}" + (
                 f" [{ev.ci95[0]:.3f}, {ev.ci95[1]:.3f}]" if ev.ci95 else " (no interval)"),
             f"±{ev.tolerance:.0%}", ev.decision.upper() if ev.decision == REGRESSED else ev.decision,
-            f"{ev.items} items ({ev.gains} won, {ev.losses} lost)", ev.note or ""]
+            f"{ev.items} items ({ev.gains} won, {ev.losses} lost)",
+            ev.note or (f"~{ev.items_to_decide} items" if ev.items_to_decide else "")]
 
 
 def ab_rows(section: ABSection) -> list[list[str]]:

@@ -142,7 +142,7 @@ def settings_from(cli_args: dict, workflow_args: dict, spec: ModelSpec, workflow
     requested = cli_args.get("compare_to")
     default = False
     if not requested:
-        if workflow != "release":
+        if workflow != "release" or cli_args.get("requirements"):  # a document's run compares only when asked
             return None
         requested, default = "last", True
     own = spec.device_model_spec.regression_tolerance
@@ -214,7 +214,8 @@ def _history_level(name: str, baseline: MetricSeries, others: list[dict[str, Met
 
 
 def compare_runs(run_dir: Path, baseline_dir: Path, tolerance: float, history: Sequence[Path] = (),
-                 host: dict[str, NoiseLevel] | None = None) -> tuple[list[ComparisonMetric], list[str]]:
+                 host: dict[str, NoiseLevel] | None = None,
+                 restarted: bool = False) -> tuple[list[ComparisonMetric], list[str]]:
     """Every metric both runs measured, decided; and notes on what could not be compared. ``history``: the
     accepted runs measured alike (the baseline counts among them whether listed or not); ``host``: the host
     class's run-level noise per metric kind (``comparison_data.host_levels``)."""
@@ -223,7 +224,8 @@ def compare_runs(run_dir: Path, baseline_dir: Path, tolerance: float, history: S
         if Path(path).resolve() not in seen:
             seen.add(Path(path).resolve())
             others.append(run_metrics(Path(path)))
-    metrics, notes = compare_series(run_metrics(run_dir), run_metrics(baseline_dir), tolerance, others, host)
+    metrics, notes = compare_series(run_metrics(run_dir), run_metrics(baseline_dir), tolerance, others, host,
+                                    restarted=restarted)
     unfit = {key: f"this run's {why}" for key, why in undecidable_points(run_dir).items()}
     unfit.update({key: f"the baseline's {why}" for key, why in undecidable_points(baseline_dir).items()
                   if key not in unfit})
@@ -238,7 +240,7 @@ def compare_runs(run_dir: Path, baseline_dir: Path, tolerance: float, history: S
 
 def compare_series(mine: dict[str, MetricSeries], theirs: dict[str, MetricSeries], tolerance: float,
                    others: Sequence[dict[str, MetricSeries]] = (), host: dict[str, NoiseLevel] | None = None, *,
-                   iterations: int = 2000) -> tuple[list[ComparisonMetric], list[str]]:
+                   iterations: int = 2000, restarted: bool = False) -> tuple[list[ComparisonMetric], list[str]]:
     """The decision of every metric both runs measured (``compare_runs`` on what it read; the simulation of
     the gate's error rates calls it directly): each metric's level is chosen by ``run_noise.choose_level``
     from the history (this setup's runs, else the host class) and the drift between both runs' blocks,
@@ -256,7 +258,7 @@ def compare_series(mine: dict[str, MetricSeries], theirs: dict[str, MetricSeries
     for name in common:
         kind = metric_kind(name)
         level = choose_level(_history_level(name, theirs[name], list(others), host or {}),
-                             block_level(within[kind]))
+                             block_level(within[kind]), restarted)
         blocks = tuple(0 if s is None else len(s.means) for s in stats[name])
         metrics.append(_metric(name, mine[name], theirs[name], tolerance, level, notes, within[kind], blocks,
                                iterations))
@@ -394,6 +396,11 @@ def noise_runs(settings: CompareSettings, record: ReportRecord, store) -> list[P
         return []
 
 
+def restarts(settings: CompareSettings) -> bool:
+    """Whether each run started its own server (local or Docker, ``run_setup``): a fresh process per run."""
+    return settings.setup.endswith(("local server", "docker server"))
+
+
 def host_noise(settings: CompareSettings, record: ReportRecord, store) -> dict[str, NoiseLevel]:
     """The host class's run-level noise per metric kind (``comparison_data.host_levels``) from every accepted
     run on this host in the run history; none without it, or when runs of any host are compared."""
@@ -417,7 +424,7 @@ def build_comparison(settings: CompareSettings, record: ReportRecord, run_dir: P
     mine, theirs = host_facts_of(record), host_facts_of(baseline)
     same = fingerprint(mine) == fingerprint(theirs)
     metrics, notes = compare_runs(run_dir, baseline_dir, settings.tolerance, noise_runs(settings, record, store),
-                                  host_noise(settings, record, store))
+                                  host_noise(settings, record, store), restarted=restarts(settings))
     pressure, base_pressure = step_cpu_pressure(run_dir), step_cpu_pressure(baseline_dir)
     why = busier_host(pressure, base_pressure)
     if why is not None:

@@ -19,8 +19,12 @@ wide. The gate needs the spread of a run's *level*. It is known from three sourc
   above (7%), rounded up, taken as known (a normal quantile).
 
 The level used is the largest of the known history and block estimates (a run's level moves at least as
-much as the host drifts within it; the history adds what the blocks cannot see, e.g. a restart's state), with
-the degrees of freedom of the one chosen; the prior only where nothing is known. Two runs' log ratio has
+much as the host drifts within it; the history adds what the blocks cannot see), with the degrees of freedom of
+the one chosen; the prior only where nothing is known, and as a floor under the blocks where each run started
+its own server and the history does not know the host yet: a fresh process's state (how it batches, its memory
+layout) differs run to run in ways no block of one run sees (measured: con-4 TPOT 1.41x between two healthy
+smoke releases of one build here, blocks drifting 3.5%). A server the runs attached to (``--server-url``: the
+same process across runs, e.g. the stub) has no such restart effect. Two runs' log ratio has
 variance ``2 s^2`` from the levels plus the requests' own sampling variance (read off their bootstrap), so
 the 95% interval is ``log r ± t(df) × √(2 s^2 + se^2)``, hulled with the requests' bootstrap interval.
 The error rates of the decision made on it are measured by simulation (``tests/reports/test_run_noise.py``,
@@ -28,6 +32,7 @@ The error rates of the decision made on it are measured by simulation (``tests/r
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from statistics import mean, variance
@@ -171,11 +176,17 @@ def setup_level(run_means: Sequence[float]) -> NoiseLevel | None:
     return pooled_level([logs], "setup runs", f"{len(logs)} accepted runs of this setup", 1, len(logs))
 
 
-def choose_level(history: NoiseLevel | None, blocks: NoiseLevel | None) -> NoiseLevel:
-    """The level the interval uses (module docstring): the larger known estimate, else the prior."""
+def choose_level(history: NoiseLevel | None, blocks: NoiseLevel | None, restarted: bool = False) -> NoiseLevel:
+    """The level the interval uses (module docstring): the larger known estimate, else the prior. ``restarted``:
+    each run started its own server (local or Docker), so until the history knows this host's runs the prior is a
+    floor under the blocks (a fresh process's state differs run to run in ways no block of one run can see)."""
+    prior = NoiseLevel("prior", PRIOR_SD, None, f"nothing known: {PRIOR_SD:.0%} assumed")
     known = [level for level in (history, blocks) if level is not None]
+    if restarted and history is None:
+        known.append(dataclasses.replace(prior, detail=f"each run started its own server and the history does not "
+                                                       f"know this host's runs yet: {PRIOR_SD:.0%} at least"))
     if not known:
-        return NoiseLevel("prior", PRIOR_SD, None, f"nothing known: {PRIOR_SD:.0%} assumed")
+        return prior
     return max(known, key=lambda level: level.sd)
 
 

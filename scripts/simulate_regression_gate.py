@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The regression gate's error rates, measured by simulation through its real decision code.
 
-    python3 scripts/simulate_regression_gate.py [--draws 400] [--markdown]
+    python3 scripts/simulate_regression_gate.py [--draws 400] [--seed 7]
 
 Why: a rule that decides is only as good as its error rates, and they are measured against a known truth,
 not assumed. Runs are drawn as a host makes them, on the log scale of a latency (TPOT, lower is better):
@@ -11,7 +11,9 @@ not assumed. Runs are drawn as a host makes them, on the log scale of a latency 
   is ``gap`` batch-times after the previous one (the rest of a release, the next job);
 * each request adds its own noise: at concurrency 1 each request alone; at concurrency 4 a batch's shared
   state plus a little of its own (the requests of one batch have near-equal speed);
-* a run measures two points, concurrency 1 then 4, of ``requests`` each (8: smoke; 32: ci).
+* a run measures two points, concurrency 1 then 4, of ``requests`` each (8: smoke; 32: ci);
+* a server each run starts afresh adds a run level of its own (``Host.restart``) that no block sees; the gate
+  then compares with the prior as a floor (``run_noise.choose_level``'s ``restarted``).
 
 Each cell draws a baseline run, then (``history`` > 1) earlier runs of the same setup, and a candidate run of
 a build whose truth is ``ratio`` times the baseline's; ``reports.comparison.compare_series`` decides both
@@ -38,6 +40,7 @@ class Host:
     phi: float           # its AR(1) correlation per batch-time
     request: float       # a request's own log noise (concurrency 1); a batch's shared noise (concurrency 4)
     gap: int = 40        # batch-times between two runs
+    restart: float = 0.0  # SD of a run's own log level that no block sees (a server each run starts afresh)
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ HOSTS = {
     "steady": Host("steady 2-core host", 0.03, 0.9, 0.05),
     "busy": Host("busy host (one core kept busy)", 0.06, 0.8, 0.08),
     "slow-drift": Host("slow drift the blocks barely see", 0.05, 0.995, 0.05),
+    "local": Host("local engine each run restarts (5% hidden run effect)", 0.03, 0.9, 0.05, restart=0.05),
 }
 
 
@@ -74,14 +78,15 @@ def draw_run(rng: random.Random, clock: _Clock, host: Host, requests: int, truth
     from reports.comparison_data import MetricSeries
 
     out = {}
+    own = rng.gauss(0, host.restart) if host.restart else 0.0
     for concurrency in (1, 4):
         values = []
         for i in range(requests):
             if i % concurrency == 0:
                 state = clock.step()
                 shared = rng.gauss(0, host.request) if concurrency > 1 else 0.0
-            own = rng.gauss(0, host.request if concurrency == 1 else host.request / 5)
-            values.append(truth * math.exp(state + shared + own))
+            noise = rng.gauss(0, host.request if concurrency == 1 else host.request / 5)
+            values.append(truth * math.exp(state + shared + noise + own))
         out[f"isl-128_osl-32_con-{concurrency} tpot_ms"] = MetricSeries(values, False, concurrency)
     clock.step(host.gap)
     return out
@@ -94,7 +99,8 @@ def judge(rng: random.Random, cell: Cell) -> list[str]:
     clock = _Clock(rng, cell.host)
     earlier = [draw_run(rng, clock, cell.host, cell.requests, 10.0) for _ in range(cell.history)]
     candidate = draw_run(rng, clock, cell.host, cell.requests, 10.0 * cell.ratio)
-    metrics, _ = compare_series(candidate, earlier[-1], TOLERANCE, earlier[:-1], iterations=BOOTSTRAP_ITERATIONS)
+    metrics, _ = compare_series(candidate, earlier[-1], TOLERANCE, earlier[:-1], iterations=BOOTSTRAP_ITERATIONS,
+                                restarted=cell.host.restart > 0)
     return [m.decision for m in metrics]
 
 
@@ -116,7 +122,8 @@ def simulate(cells: list[Cell], draws: int, seed: int = 7) -> list[dict]:
 #: each host, smoke-sized (8 requests a point) and ci-sized (32).
 CELLS = [Cell(HOSTS[h], n, r, k) for h in ("stub", "steady", "busy") for n in (8, 32) for r in (1.0, 1.4)
          for k in (1,)] + [Cell(HOSTS["steady"], 32, r, 8) for r in (1.0, 1.15)] + \
-        [Cell(HOSTS["slow-drift"], 32, r, k) for r in (1.0,) for k in (1, 8)]
+        [Cell(HOSTS["slow-drift"], 32, r, k) for r in (1.0,) for k in (1, 8)] + \
+        [Cell(HOSTS["local"], n, r) for n in (8, 32) for r in (1.0, 1.4)]
 
 
 def table(rows: list[dict]) -> str:

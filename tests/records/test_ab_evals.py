@@ -72,3 +72,11 @@ def test_the_judge_gates_on_the_eval_pairs() -> None:
     assert [b.item for b in judged.blockers] == ["accuracy mmlu"]
     again = EvalAB.from_dict(broken.to_dict())
     assert again.decision == "regressed" and again.gains == broken.gains
+
+
+def test_an_undecided_task_says_how_many_items_would_decide_it() -> None:
+    few = paired_eval("t", "acc,none", [1.0] * 9 + [0.0] * 3, [1.0] * 9 + [0.0] * 3, 0.05, "x")
+    assert few.decision == "inconclusive" and few.items_to_decide is not None and few.items_to_decide > 12
+    more = paired_eval("t", "acc,none", [1.0] * (few.items_to_decide * 3 // 4) + [0.0] * (few.items_to_decide // 4),
+                       [1.0] * (few.items_to_decide * 3 // 4) + [0.0] * (few.items_to_decide // 4), 0.05, "x")
+    assert more.decision == "within_noise", more
