@@ -307,9 +307,11 @@ def flush(signum, frame):
 signal.signal(signal.SIGTERM, flush)
 signal.signal(signal.SIGINT, flush)
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+# the line first, then the pid file the test waits for: a signal sent the moment the pid appears must not land
+# inside print() (the handler's exit would flush half a line: "tests│ tests")
+print(sys.argv[2], "started", flush=True)
 (out / "pid.tmp").write_text(str(os.getpid()))
 os.replace(out / "pid.tmp", out / "pid")  # whole or absent: the test reads it the moment it appears
-print(sys.argv[2], "started", flush=True)
 time.sleep(float(sys.argv[3]))
 """
 
