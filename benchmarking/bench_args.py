@@ -21,11 +21,12 @@ from records.sampling import sampling_setting
 WORKFLOW_ARG_HELP = {**BENCHMARK_ARGS, **VERDICT_ARGS}
 WORKFLOW_ARG_KEYS: frozenset[str] = frozenset(WORKFLOW_ARG_HELP)
 MODES = ("smoke", "ci", "full")
-WORKLOADS = ("trace", "multi_turn", "shared_prefix")  # benchmarking/workloads/, one module each
+WORKLOADS = ("trace", "multi_turn", "shared_prefix", "agentic")  # benchmarking/workloads/, one module each
 # keys that only mean something with one workload
 WORKLOAD_KEYS = {"trace_file": "trace", "time_scale": "trace", "max_lateness_ms": "trace", "block_tokens": "trace",
                  "turns": "multi_turn", "think_time_s": "multi_turn",
-                 "prefixes": "shared_prefix", "prefix_tokens": "shared_prefix"}
+                 "prefixes": "shared_prefix", "prefix_tokens": "shared_prefix",
+                 "sessions_file": "agentic", "sessions": "agentic"}
 # a smoke run is minutes long: a silent server must not hold it for 5 minutes per step
 DEFAULT_STALL_TIMEOUT_S = {"smoke": 60.0, "ci": 300.0, "full": 300.0}
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -79,6 +80,10 @@ class BenchArgs:
     think_time_s: float = 0.5
     prefixes: int = 4
     prefix_tokens: int | None = None
+    sessions_file: str | None = None
+    sessions: int = 3
+    # speculative decoding read from other /metrics endpoints than the server's (an external or multi-worker one)
+    spec_decode_metrics_url: list[str] = field(default_factory=list)
 
 
 def _float(key: str, value: str, *, positive: bool = True) -> float:
@@ -296,13 +301,22 @@ def _ramp(key: str, value: str) -> tuple[float, float]:
 
 def _dataset(key: str, value: str) -> tuple[str, str | None, int | None]:
     """(dataset, dataset_path, shared_prefix_len) from random, jsonl:PATH or shared_prefix[:LEN]."""
-    if value == "random":
-        return "random", None, None
+    if value in ("random", "lookup"):  # lookup: prompts an n-gram draft can hit (benchmarking.prompts)
+        return value, None, None
     if value.startswith("jsonl:") and len(value) > 6:
         return "jsonl", value[6:], None
     if value == "shared_prefix" or value.startswith("shared_prefix:"):
         return "shared_prefix", None, _int(key, value.split(":", 1)[1], minimum=1) if ":" in value else None
-    raise BenchArgError(f"dataset={value!r}: expected random, jsonl:PATH or shared_prefix[:LEN]")
+    raise BenchArgError(f"dataset={value!r}: expected random, lookup, jsonl:PATH or shared_prefix[:LEN]")
+
+
+def _metrics_urls(key: str, value: str) -> list[str]:
+    """URL[,URL]: the /metrics endpoints whose spec-decode counters are summed (each a http(s) base URL)."""
+    urls = [u.strip().rstrip("/") for u in value.split(",") if u.strip()]
+    bad = [u for u in urls if not u.startswith(("http://", "https://")) or len(u.split("://", 1)[1]) == 0]
+    if not urls or bad:
+        raise BenchArgError(f"{key}={value!r}: expected URL[,URL] of http(s) base URLs (their /metrics is read)")
+    return [u[: -len("/metrics")] if u.endswith("/metrics") else u for u in urls]
 
 
 def _endpoint(key: str, value: str) -> str:
@@ -329,9 +343,11 @@ _VALUE_PARSERS: dict[str, Callable[[str, str], Any]] = {
     "precision": _sampling, "sample_budget_s": _sampling,
     **dict.fromkeys(("budget_s", "point_budget_s", "request_timeout_s", "stall_timeout_s"), _float),
     "request_rate": _rate, "burstiness": _rate, "ramp": _ramp, "endpoint": _endpoint,
+    "sessions_file": _text, "sessions": _count,
     "warmup_requests": _whole, "num_prompts": _count, "seed": _whole, "workload": _one_of(WORKLOADS),
     "trace_file": _text, "time_scale": _float, "max_lateness_ms": _float, "think_time_s": _think_time,
     **dict.fromkeys(("block_tokens", "turns", "prefixes", "prefix_tokens"), _count),
+    "spec_decode_metrics_url": _metrics_urls,
 }
 
 

@@ -87,6 +87,9 @@ def prompts(ctx: Context, isl: int, n: int, seed: int):
         return P.jsonl_prompts(b.dataset_path, n, ctx.tokenizer)
     if b.dataset == "shared_prefix":
         return P.shared_prefix_prompts(ctx.tokenizer, isl, n, b.shared_prefix_len, seed)
+    if b.dataset == "lookup":
+        from benchmarking.lookup_prompts import lookup_prompts
+        return lookup_prompts(ctx.tokenizer, isl, n, seed)
     return P.random_prompts(ctx.tokenizer, isl, n, seed)
 
 
@@ -130,6 +133,8 @@ def sample_goal(ctx: Context, point: Point, budget_s: float | None) -> SampleGoa
         sample_budget = min(sample_budget, budget_s / 2)  # a round must never be cut by the point budget
     checks = run_control.goal_checks(point_key(point.isl, point.osl, point.max_concurrency), point.targets,
                                      required_tiers(ctx.spec.status.name, b.perf_tiers))
+    if getattr(point, "requirement_checks", None) is not None:  # a requirements document is the run's contract
+        checks = list(point.requirement_checks)
     return SampleGoal(checks=checks, min_requests=point.num_prompts, concurrency=point.max_concurrency,
                       users=min(point.max_concurrency, point.num_prompts), precision=b.precision,
                       budget_s=sample_budget)

@@ -33,7 +33,8 @@ from records.bench_timeline import workload_lines
 from contracts.typed_record import RecordError
 from contracts.cpu_cost import probe_for_run
 from contracts.client_main import BadInput, ClientInvocation, StopSignals, run_client
-from benchmarking import reconcile, run_control
+from benchmarking import reconcile, run_control, spec_decode_point
+from records.spec_decode import summary_line
 from benchmarking.sweeps import Point, build_points
 
 __all__ = ["WORKFLOW_ARG_KEYS", "main"]
@@ -105,6 +106,7 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     b = ctx.bench
     stem = os.path.join(ctx.out_dir, point.stem)
     before = prom.fetch_metrics(ctx.base_url, ctx.api_key)
+    workers_before = spec_decode_point.before(ctx)  # spec_decode_metrics_url: the workers' counters, same moment
     sampler = ServerStateSampler(ctx.base_url, ctx.api_key).start() if before is not None else None
     probe, watched = probe_for_run(ctx.run_dir)
     probe.start()
@@ -121,6 +123,7 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     finished = [r for r in run.records if r.error_class != "interrupted"]
     reconciliation, after = (None, None) if run.interrupted else \
         reconcile.point(ctx, point, before, finished, clock)
+    spec = None if run.interrupted else spec_decode_point.read(ctx, before, after, workers_before)
     metrics = compute_metrics(finished, run.duration, isl=point.isl, osl=point.osl,
                               max_concurrency=point.max_concurrency, num_prompts=point.num_prompts,
                               percentiles=b.percentiles, goodput=b.goodput or None)
@@ -136,13 +139,14 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     server_metrics = _write_server_metrics(ctx, stem, before, after)
     record = BenchPoint(
         model_id=ctx.model_id, served_model_name=ctx.model, tool="tt-bench",
-        point=point_run.point_params(point, b, dataset=b.workload or b.dataset, ramp=list(b.ramp) if b.ramp else None,
-                            warmup_requests=b.warmup_requests),
+        point=point_run.point_params(point, b, dataset=getattr(point, "workload", None) or b.workload or b.dataset,
+                                     ramp=list(b.ramp) if b.ramp else None, warmup_requests=b.warmup_requests),
         started=started, ended=ended, metrics=BenchMetrics.from_dict(metrics),
         requests_file=ctx.rel(requests_path), prompt_check=check, percentiles=b.percentiles,
         goodput_slos=b.goodput or None, budget_exhausted=run.budget_exhausted, not_sent=run.not_sent,
         server_metrics=server_metrics, warnings=warnings, interrupted=interrupted, complete=interrupted is None,
-        workload=summary, server_state=state, sampling=sampling, reconciliation=reconciliation)
+        workload=summary, server_state=state, sampling=sampling, reconciliation=reconciliation,
+        spec_decode=spec)
     record.set_cost(cost, watched)
     ok = [r for r in finished if r.success and not r.warmup]
     point_run.judge(ctx, point, record, [r.ttft * 1000.0 for r in ok],
@@ -150,7 +154,7 @@ def run_tt_point(ctx: Context, point: Point, budget_s: float | None) -> dict:
     record.write(stem + ".json")  # written last: its presence means done
     for w in warnings:  # after the files: an interrupted point is on disk before anything is said
         point_run.log(f"WARNING {point.stem}: {w}")
-    for line in workload_lines(summary):
+    for line in workload_lines(summary) + [x for x in [summary_line(spec)] if x]:
         point_run.log(f"{point.stem}: {line}")
     return record.to_dict()
 
@@ -306,6 +310,10 @@ def run(invocation: ClientInvocation) -> int:
             points = workloads.points(invocation.spec, bench)
         else:
             points = build_points(invocation.spec, bench)
+            from benchmarking import requirement_points
+            reqs = requirement_points.read_run_requirements(invocation.run_dir)
+            requirement_points.attach(reqs, points)
+            points += requirement_points.agentic_points(reqs)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise BadInput(str(exc)) from None
     if not points:

@@ -42,6 +42,10 @@ class Point:
     num_prompts: int
     source: str = "custom"  # perf_reference | batch_1 | max_concurrency | custom
     targets: dict = field(default_factory=dict)
+    # (check name, metric key, target) of a requirements document's mean targets at this point: in a run given a
+    # document the adaptive stop samples until they are decided, instead of the spec's tiers (None: no document;
+    # benchmarking.requirement_points)
+    requirement_checks: list | None = None
 
     @property
     def key(self) -> tuple[int, int, int]:

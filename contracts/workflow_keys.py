@@ -48,7 +48,11 @@ BENCHMARK_ARGS: Mapping[str, str] = {
     "request_rate": "requests/s (default inf = all at once, bounded by concurrency)",
     "burstiness": "gamma shape of inter-arrival gaps: 1 = Poisson, inf = constant (default 1)",
     "ramp": "linear ramp of request rate START:END (req/s) across the point",
-    "dataset": "random (default) | jsonl:PATH | shared_prefix[:PREFIX_LEN]",
+    "dataset": "random (default) | lookup | jsonl:PATH | shared_prefix[:PREFIX_LEN]; lookup: prompts that quote, "
+               "edit code and repeat structure, where a speculative n-gram draft can hit (random: free generation)",
+    "spec_decode_metrics_url": "URL[,URL]: read the spec-decode counters (vllm:spec_decode_* or tt_spec_decode_*) "
+                               "before and after each point from these /metrics endpoints, summed over the "
+                               "workers (an external or multi-worker server), instead of the server's own",
     "endpoint": "completions (default) | chat",
     "warmup_requests": "requests per point sent before measuring and excluded from stats (default 0)",
     "num_prompts": "override the prompt count of every point",
@@ -56,8 +60,11 @@ BENCHMARK_ARGS: Mapping[str, str] = {
     "stall_timeout_s": "max silence (no headers / no chunk) before a request fails as a stall "
                        "(default: smoke 60, ci and full 300); must be below point_budget_s",
     "seed": "random seed for prompts and arrivals (default 0)",
-    "workload": "trace | multi_turn | shared_prefix: realistic traffic instead of independent prompts "
+    "workload": "trace | multi_turn | shared_prefix | agentic: realistic traffic instead of independent prompts "
                 "(benchmarking/workloads/)",
+    "sessions_file": "workload=agentic: a session file (JSONL: per session its turns, each user_tokens or a tool's "
+                     "tool_result_tokens, think_s; benchmarking/workloads/agentic.py) (default the bundled one)",
+    "sessions": "workload=agentic: agent sessions to run, the file's in order (default 3)",
     "trace_file": "workload=trace: the trace to replay, Mooncake JSONL (timestamp ms, input_length, "
                   "output_length, hash_ids) or JSONL/CSV of (timestamp ms, input tokens, output tokens)",
     "time_scale": "workload=trace: speed factor, 2 replays twice as fast (default 1)",
@@ -109,8 +116,9 @@ STRESS_ARGS: Mapping[str, str] = {
     "max_memory_growth_pct": "highest server memory growth after warm-up, % (default 10)",
     "budget_s": "hard wall-time budget for the whole workflow (s)",
     "server_container": "Docker container of the server (its memory is read with docker stats)",
-    "workload": "trace | multi_turn | shared_prefix: run that benchmarks workload (benchmarking/workloads/) as "
-                "a stress point, judged like the others (LLM models); without run_mode= only it runs",
+    "workload": "trace | multi_turn | shared_prefix | agentic: run that benchmarks workload "
+                "(benchmarking/workloads/) as a stress point, judged like the others (LLM models); without run_mode= "
+                "only it runs",
     "tool": "ours (default) | vllm | aiperf | guidellm: the load generator that sends each fixed-size load point "
             "(single, multiple, custom), from its own pinned venv with our prompts (vllm: its own random prompts), "
             "judged unchanged from its per-request output; its point records name it. What only our client does is "
@@ -119,7 +127,7 @@ STRESS_ARGS: Mapping[str, str] = {
             "what it left out; the saturation detector does not run (LLM models)",
     # the workload's own keys, with the benchmarks' help (stress_tests/workload.py hands them over as they are)
     **{k: BENCHMARK_ARGS[k] for k in ("trace_file", "time_scale", "max_lateness_ms", "block_tokens", "turns",
-                                      "think_time_s", "prefixes", "prefix_tokens")},
+                                      "think_time_s", "prefixes", "prefix_tokens", "sessions_file", "sessions")},
 }
 
 DEPLOY_ARGS: Mapping[str, str] = {

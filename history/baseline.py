@@ -54,6 +54,9 @@ def unusable_reason(run_dir: Path, *, explicit: bool) -> str | None:
                                                              StepStatus.RUNNING)]
     if broken:
         return "a step did not finish: " + "; ".join(broken) + "; its measurements are not whole"
+    if not explicit and (Path(run_dir) / "requirements.json").is_file():
+        return ("it measured a requirements document's points, not the spec's (name it with --compare-to RUN_DIR "
+                "to compare with it anyway)")
     if status is RunStatus.FAILED and not explicit:
         return ("its verdict FAILED (a rejected run is never the automatic baseline: name it with "
                 "--compare-to RUN_DIR to compare with it anyway)")

@@ -21,6 +21,7 @@ from typing import Any
 
 from contracts.typed_record import TypedRecord, described
 from records.reconciliation import Reconciliation
+from records.spec_decode import SpecDecode
 
 SCHEMA = "tt-bench-point/1"
 
@@ -277,6 +278,11 @@ class BenchPoint(TypedRecord):
     sampling: PointSampling | None = described(
         "Adaptive sample size: minimum and sent requests, rounds, and why the point stopped; null for a point "
         "measured in one fixed round (a workload, or another tool).", None, record=PointSampling)
+    spec_decode: SpecDecode | None = described(
+        "Speculative decoding over the point (records/spec_decode.py): drafts, draft and accepted tokens, the "
+        "acceptance rate, the mean accepted length and the acceptance per position, each with its 95% interval, "
+        "from the server's spec-decode counters before and after the point; null when the server does not "
+        "speculate.", None, record=SpecDecode)
 
     def set_cost(self, cost: Any, watched: str) -> None:
         """Fill the cost fields from a contracts.cpu_cost.Cost of the point and what it watched."""
@@ -342,7 +348,7 @@ _FIRST = ("schema", "model_id", "served_model_name", "tool", "point", "started",
 _OMIT_WHEN_NONE = ("raw_file", "command", "tool_version", "tool_command", "prompts_from", "prompt_check",
                    "percentiles", "goodput_slos", "budget_exhausted",
                    "not_sent", "server_metrics", "warnings", "complete", "workload", "server_state", "sampling",
-                   "reconciliation")
+                   "reconciliation", "spec_decode")
 
 
 def format_classes(classes: dict[str, int]) -> str:

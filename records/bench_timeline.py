@@ -23,7 +23,8 @@ class PointTimeline(TypedRecord):
 
     name: str = described("The point: a benchmark point's file stem (point_<workload>_isl-..._n-...), a media "
                           "point's key (<kind>_con-N) or a stress load point's name.")
-    workload: str | None = described("trace, multi_turn, shared_prefix, or null for independent prompts.", None)
+    workload: str | None = described("trace, multi_turn, shared_prefix, agentic, or null for independent prompts.",
+                                     None)
     requests: list[Any] = described(
         "[t_s, ttft_ms, e2el_ms] per measured request: seconds since the point started at which it was "
         "sent, its TTFT and end-to-end latency (null when it failed; TTFT null for media requests, whose "
@@ -71,6 +72,8 @@ def workload_lines(w: dict[str, Any] | None) -> list[str]:
                          f"failed {t.get('failed')}")
         out += _prefix_line(w.get("prefix_cache"))
         return out
+    if kind == "agentic":
+        return _agentic_lines(w)
     if kind == "shared_prefix":
         shared, unshared = (w.get(k) or {} for k in ("shared", "unshared"))
         out = [f"shared_prefix: {w.get('prefixes')} prefixes of {w.get('prefix_tokens')} tokens"]
@@ -87,6 +90,21 @@ def workload_lines(w: dict[str, Any] | None) -> list[str]:
                        + (f" [95% {ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""))
         return out
     return [f"workload {kind}"]
+
+
+def _agentic_lines(w: dict[str, Any]) -> list[str]:
+    """Agent sessions: sessions passed, tool calls, tokens per session, TTFT per turn and per session."""
+    out = [f"agentic {w.get('name')}: {w.get('sessions_passed')} sessions passed, {w.get('tool_calls')} tool calls, "
+           f"{w.get('tokens_per_session')} tokens per session, {w.get('endpoint')}"]
+    for t in w.get("per_turn") or []:
+        ttft = t.get("ttft") or {}
+        out.append(f"turn {t.get('turn')}: mean TTFT {_ms(ttft.get('mean_ms'))} (n={ttft.get('n')}), mean input "
+                   f"{t.get('mean_input_tokens')} tokens, failed {t.get('failed')}")
+    for s in w.get("per_session") or []:
+        out.append(f"session {s.get('session')}: {s.get('turns')}/{s.get('planned')} turns, mean TTFT "
+                   f"{_ms(s.get('mean_ttft_ms'))}, max {_ms(s.get('max_ttft_ms'))}, last prompt "
+                   f"{s.get('last_prompt_tokens')} tokens, {s.get('tokens')} tokens")
+    return out + _prefix_line(w.get("prefix_cache"))
 
 
 def _prefix_line(pc: dict[str, Any] | None) -> list[str]:

@@ -64,6 +64,11 @@ Rules (documented in the report legend too):
   judged point (category ``ab``, ``records.judge_ab``): the ratio candidate / baseline over paired ABBA blocks,
   decided on its 95% interval against the tolerance; required (the user asked): a regression blocks, an
   undecided comparison leaves the verdict INCONCLUSIVE.
+* A customer's requirements document (``--requirements``, ``records.judge_requirements``) adds one check per
+  requirement (category ``requirements``), decided on its 95% interval: a ``must`` not met blocks, a ``must``
+  undecided is required (INCONCLUSIVE, exit 4, with what more sampling would take), a ``should`` is shown. The
+  document is then the run's contract: the catalog's performance tiers and eval references are shown, not required
+  (the error-rate rule, failed steps and unreadable records still block).
 * ``known_issues`` waivers in the model spec turn a blocker into a waived item carrying the
   waiver's reason. A waiver matches on ``workflow`` == blocker category and ``task`` == the
   item (point key or eval task) or ``"*"``. A crashed step is only waived by naming it
@@ -233,6 +238,7 @@ class JudgeInput:
     judged_on: str | None = None
     agreement: Sequence[AgreementMetric] = ()
     ab: ABSection | None = None  # the A/B of two live servers, when asked (records.judge_ab)
+    requirements: SectionJudgement | None = None  # a customer's requirements (records.judge_requirements)
 
     def __post_init__(self) -> None:
         for name in ("steps", "targets", "evals", "record_problems", "benchmarks", "notes", "media",
@@ -255,6 +261,10 @@ def decide(judge_input: JudgeInput | None = None, /, **fields: Any) -> Verdict:
     status = normalise_status(inp.model_status)
     tiers, perf_note, cap_note = _tiers_required(status, inp.perf_tiers)
     need_evals = evals_required(status)
+    if inp.requirements is not None and (tiers or need_evals):  # the customer's document is the contract
+        tiers, need_evals = [], False
+        cap_note = [*cap_note, "a requirements document judges this run: the catalog's performance tiers and eval "
+                    "references are shown, not required"]
     waivers, waiver_notes = parse_waivers(inp.known_issues, inp.judged_on)
     notes = [*inp.notes, *perf_note, *waiver_notes, *cap_note]
     if status not in STATUS_TIERS:
@@ -276,6 +286,8 @@ def decide(judge_input: JudgeInput | None = None, /, **fields: Any) -> Verdict:
         sections.append(agreement_checks(inp.agreement))
     if inp.ab is not None:
         sections.append(ab_checks(inp.ab))
+    if inp.requirements is not None:
+        sections.append(inp.requirements)
     checks = [check for section in sections for check in section.checks]
     notes.extend(note for section in sections for note in section.notes)
     blockers, waived = apply_waivers([b for section in sections for b in section.blockers], checks, waivers)

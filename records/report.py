@@ -28,6 +28,8 @@ from records.agreement import AgreementMetric
 from records.bench import PointSampling, format_classes
 from records.distribution import Distribution
 from records.bench_timeline import PointTimeline
+from records.requirements import RequirementsSection
+from records.spec_decode import SpecDecodeSection
 
 SCHEMA = "tt-report/1"
 SCHEMA_MAJOR = 1
@@ -586,9 +588,9 @@ class Comparison(TypedRecord):
                                  "regression_tolerance, default 0.05).", 0.05)
     on_regression: str = described("fail (a regression fails the verdict) or warn (it is shown only).", "fail")
     gate: bool = described(
-        "The user asked for this comparison (--compare-to): a regression fails the verdict (exit 3) and an "
-        "undecided metric leaves it INCONCLUSIVE (exit 4). False for a release's own comparison with the last "
-        "run: its undecided metrics are shown, not required.", False)
+        "The user asked for this comparison (--compare-to, on_regression=fail): a regression fails the verdict "
+        "(exit 3) and an undecided metric leaves it INCONCLUSIVE (exit 4). False for a release's own comparison "
+        "with the last run, or with on_regression=warn: its undecided metrics are shown, not required.", False)
     same_host: bool = described("Both runs ran on hosts with the same fingerprint (CPU model and flags, "
                                 "cores, RAM, kernel, engine versions).", True)
     host_differences: list[str] = described("The host facts that differ, when the hosts differ.", factory=list)
@@ -657,6 +659,15 @@ class ReportRecord(TypedRecord):
         "This run's server against a live baseline server (--baseline-url / --baseline-vllm-args): per judged point "
         "and metric the ratio candidate / baseline over paired ABBA blocks, its 95% interval and regressed / "
         "improved / within_noise / inconclusive; with the blocks, for the plot.", None, record=ABSection)
+    requirements: RequirementsSection | None = described(
+        "A customer's requirements document (--requirements) judged requirement by requirement: met / not met / "
+        "undecided on its 95% interval, the value and the target; null when the run was given none.", None,
+        record=RequirementsSection)
+    spec_decode: SpecDecodeSection | None = described(
+        "Speculative decoding (records/spec_decode.py): per point the acceptance rate, mean accepted length and "
+        "acceptance per position with 95% intervals; with an A/B, TPOT and output throughput decided faster / "
+        "slower / same / inconclusive with speculation. Null when no point's server speculated.", None,
+        record=SpecDecodeSection)
     pricing: Pricing | None = described("The machine's price and the cost of a token at capacity (--workflow-args "
                                         "hourly_cost); null when the run gave no price.", None, record=Pricing)
 

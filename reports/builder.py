@@ -23,7 +23,9 @@ from records import judge
 from records.section_checks import section_checks
 from records.server_tests import TestsRecord
 from records.stress import CapacityRecord, StressRecord
+from reports.requirements_inputs import read_requirements_section
 from reports.ab_views import read_ab_section
+from reports.spec_decode_views import read_spec_decode_section
 from reports.distributions import from_metrics, from_requests, request_values
 from reports.media_section import is_media_reference, read_media
 from reports.pricing import price
@@ -558,6 +560,8 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
         verdict=Verdict(result="INCONCLUSIVE"), benchmarks=benchmarks, targets=targets, evals=evals, media=media,
         tests=tests, stress_tests=stress, sections_not_run=not_run, agreement=_read_agreement(run_dir, problems),
         ab=read_ab_section(run_dir, cli_args, judged["benchmarks"], problems, judged["evals"]))
+    record.requirements, requirements = read_requirements_section(run_dir, evals, problems)
+    record.spec_decode = read_spec_decode_section(run_dir, record.ab)
     record.comparison = compare(record) if compare is not None else None
     price_note = price(record, {"hourly_cost": _workflow_arg(cli_args, "hourly_cost"),
                                 "currency": _workflow_arg(cli_args, "currency"), **(workflow_args or {})},
@@ -568,9 +572,11 @@ def build_report(run_dir: Path, model_spec_json: Path | None = None,
         evals_judged=judged["evals"], known_issues=[dataclasses.asdict(k) for k in spec.known_issues],
         record_problems=problems, benchmarks=benchmarks, max_error_rate=allowed_error_rate,
         notes=[n for n in (allowance_note, price_note) if n], media=media, comparison=record.comparison,
-        points_chosen=_points_chosen(workflow, cli_args), mode=_run_mode(cli_args),
+        points_chosen=_points_chosen(workflow, cli_args) or (
+            "the run measured the points of its requirements document" if record.requirements else None),
+        mode=_run_mode(cli_args),
         perf_tiers=_workflow_arg(cli_args, "perf_tiers"), judged_on=_str(manifest.get("started")),
-        agreement=record.agreement, ab=record.ab,
+        agreement=record.agreement, ab=record.ab, requirements=requirements,
         section_checks=section_checks(test_records.get("tests_record.json"), stress_records.get("stress_record.json"),
                                       stress_records.get("capacity_record.json"),
                                       spec.device_model_spec.max_batch_divergence)))

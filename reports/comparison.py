@@ -440,7 +440,8 @@ def build_comparison(settings: CompareSettings, record: ReportRecord, run_dir: P
         on_regression=settings.on_regression, same_host=same,
         host_differences=[] if same else host_differences(mine, theirs),
         baseline_spec_version=baseline.metadata.model_version, cpu_pressure=pressure,
-        baseline_cpu_pressure=base_pressure, metrics=metrics, notes=notes, gate=not settings.default)
+        baseline_cpu_pressure=base_pressure, metrics=metrics, notes=notes,
+        gate=not settings.default and settings.on_regression == "fail")
     if baseline.verdict.result not in ("PASS", "INCONCLUSIVE"):
         comparison.notes.append(f"the baseline's own verdict was {baseline.verdict.result} (named with --compare-to; "
                                 f"`last` never picks a run that failed)")

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from reports import requirements_views
 from reports import ab_views, comparison_views, views
 from reports.media_views import media_tables
 from records.report import ReportRecord, Section
@@ -54,6 +55,12 @@ def print_summary(record: ReportRecord, file: TextIO | None = None, width: int =
     console = Console(file=out, width=None if tty else width, highlight=False,
                       soft_wrap=False, force_terminal=tty)
     reasons = {s.section: s.reason for s in record.sections_not_run}
+    if record.requirements is not None:
+        console.print(_table("Requirements", list(requirements_views.COLUMNS),
+                             requirements_views.rows(record.requirements)))
+        console.print(requirements_views.header_line(record.requirements))
+        for line in requirements_views.notes(record.requirements):
+            console.print(f"  {line}")
     console.print(_table("Metadata", ["Field", "Value"],
                          [[k, str(val)] for k, val in views.metadata_rows(record)
                           if k in ("Model", "Device", "Implementation", "Engine", "Status",

@@ -11,8 +11,9 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from reports import requirements_views
 from reports import ab_views, agreement_views, comparison_views, plots, views
-from reports import timeline_plots
+from reports import spec_decode_views, timeline_plots
 from reports.legend import legend
 from reports.media_views import media_tables, target_lines
 from records.bench_timeline import PointTimeline
@@ -46,6 +47,14 @@ def _timeline_view(t: PointTimeline) -> dict:
             "state": Markup(timeline_plots.server_state_timeline(t.name, t.requests,
                                                                  {"t_s": t.state_t_s, "series": t.state_series})),
             "rates": Markup(timeline_plots.offered_vs_achieved(t.name, t.rates)) if t.rates else None}
+
+
+def _spec_decode_view(record: ReportRecord) -> dict | None:
+    """The "Speculative decoding" section with its per-position plot marked safe (``reports.spec_decode_views``)."""
+    view = spec_decode_views.html_view(record.spec_decode)
+    if view is not None:
+        view["plot"] = Markup(view["plot"])
+    return view
 
 
 def render_html(record: ReportRecord) -> str:
@@ -91,6 +100,13 @@ def render_html(record: ReportRecord) -> str:
                                 for c in row] for row in ab_views.ab_rows(record.ab)]},
             "notes": ab_views.notes(record.ab),
             "plots": [Markup(plots.ab_pairs_plot(r)) for r in record.ab.records]},
+        "requirements": None if record.requirements is None else {
+            "line": requirements_views.header_line(record.requirements),
+            "table": {"headers": list(requirements_views.COLUMNS),
+                      "rows": [[(c, {"not met": "bad", "met": "good"}.get(c, "")) for c in row]
+                               for row in requirements_views.rows(record.requirements)]},
+            "notes": requirements_views.notes(record.requirements)},
+        "spec_decode": _spec_decode_view(record),
         "check": views.check,
         "series_plot": lambda t: Markup(plots.endurance_plots(t.series, t.title.split(":")[0])),
         "num": views.num,

@@ -1,6 +1,7 @@
 """``report.md``: the release report a model owner reads in a PR or on GitHub."""
 from __future__ import annotations
 
+from reports import requirements_views, spec_decode_views
 from reports import ab_views, agreement_views, comparison_views, views
 from reports.legend import legend
 from reports.media_views import cost_notes, media_tables, sampling_notes, target_lines
@@ -44,10 +45,12 @@ def render_markdown(record: ReportRecord) -> str:
     m = record.metadata
     title = f"{m.model_name or m.model_id} on {m.device or 'unknown device'}"
     out = [f"# Release report: {title}", "", f"**{views.verdict_line(record)}**", ""]
+    out += _requirements_lines(record)
     out += _verdict_lines(record)
     out += _comparison_lines(record)
     out += _agreement_lines(record)
     out += _ab_lines(record)
+    out += spec_decode_views.markdown_lines(record.spec_decode, table)
     out += _metadata_lines(record)
     out += _benchmark_lines(record)
     out += _performance_target_lines(record)
@@ -59,6 +62,17 @@ def render_markdown(record: ReportRecord) -> str:
     out += [f"- **{label}**: {text}" for _, label, text in legend()]
     out.append("")
     return "\n".join(out)
+
+
+def _requirements_lines(record: ReportRecord) -> list[str]:
+    """The "Requirements" table first: a customer's document is what the run was asked to show."""
+    section = record.requirements
+    if section is None:
+        return []
+    out = ["## Requirements", "", requirements_views.header_line(section), "",
+           table(list(requirements_views.COLUMNS), requirements_views.rows(section)), ""]
+    out += [f"- {line}" for line in requirements_views.notes(section)]
+    return out + ([""] if requirements_views.notes(section) else [])
 
 
 def _verdict_lines(record: ReportRecord) -> list[str]:

@@ -3,6 +3,8 @@
 
     python3 scripts/release_matrix.py --tier cpu --workflow-args mode=smoke --out DIR
     python3 scripts/release_matrix.py --tier nightly --executor k8s --out DIR   # Kubernetes objects
+    python3 scripts/release_matrix.py --tier nightly --executor ray --address auto --out DIR   # a Ray cluster
+    python3 scripts/release_matrix.py --tier nightly --plan 4    # the makespan on 4 hosts per device, no run
     python3 scripts/release_matrix.py --tier cpu --workflow-args mode=ci --promote --apply --out DIR
     python3 scripts/release_matrix.py --list-tiers
 
@@ -14,6 +16,11 @@ PASS/FAIL/INCONCLUSIVE/NOT RUN with the reason, headline figures, comparison wit
 run id, date) and ``DIR/release_specs.json`` (the status each verdict supports). ``--executor k8s``
 writes ``DIR/k8s/``: one Job per entry from the deploy workflow's manifests plus a collector, validated
 offline. ``--collect RUNS`` builds the table from run directories a cluster wrote (the collector).
+``--executor ray`` runs every spec as one task of the Ray cluster at ``--address`` (``workflows/matrix_ray.py``:
+each on a node offering its device, retried once on another node when its node dies, its run brought home
+to ``DIR/runs`` and indexed into one history), then writes the same table. ``--plan FLEET`` prints how long
+the tier takes on a fleet (N hosts per device, or ``n150=4,t3k=2``) from the history's measured per-spec
+times, running nothing.
 
 ``--promote`` then reads the run history (``workflows/promotion.py``) and writes ``DIR/promotions.json``:
 per spec of the tier the status its last releases on its host class support (from, to, evidence run
@@ -36,7 +43,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 MARKER = "TT_INFERENCE_ORCHESTRATOR"
-EXECUTORS = ("local", "k8s")
+EXECUTORS = ("local", "k8s", "ray")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -49,6 +56,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--namespace", default="default", help="--executor k8s: namespace of every object")
     p.add_argument("--client-image", default="", help="--executor k8s: image with run.py for the Jobs")
     p.add_argument("--storage-class", default="", help="--executor k8s: storage class of the results claim")
+    p.add_argument("--address", default="auto", help="--executor ray: the cluster (auto: the one this host "
+                   "joined with ray start; or HOST:PORT of its head)")
+    p.add_argument("--retries", type=int, default=1, help="--executor ray: attempts more for a spec whose node died")
+    p.add_argument("--history-url", help="the run history every run is indexed in (sets TT_HISTORY_URL: "
+                   "postgresql://... or sqlite:///PATH; default the driver's SQLite)")
+    p.add_argument("--plan", metavar="FLEET", help="print the tier's makespan on a fleet of N hosts per device "
+                   "(or DEVICE=N,...) from the run history's per-spec times, and run nothing")
     p.add_argument("--collect", type=Path, help="build the table from the run directories under this directory")
     p.add_argument("--matrix", type=Path, help="another matrix file (default workflows/release_matrix.yaml)")
     p.add_argument("--list-tiers", action="store_true", help="print the tiers and the specs each selects")
@@ -68,6 +82,8 @@ def _bootstrap(argv: list[str]) -> int:
     from workflows import venvs
 
     name = "deploy" if any(a in argv for a in ("--collect", "k8s", "--executor=k8s")) else "run"
+    if _executor(argv) == "ray" and not any(a == "--plan" or a.startswith("--plan=") for a in argv):
+        name = "ray"  # Ray in its own pinned venv (requirements/ray.txt); the other executors never import it
     try:
         info = venvs.ensure_venv(name)
     except venvs.VenvError as exc:
@@ -76,6 +92,15 @@ def _bootstrap(argv: list[str]) -> int:
     os.execve(str(info.python), [str(info.python), os.path.abspath(__file__), *argv],
               dict(os.environ, **{MARKER: str(info.path)}))
     return 1  # not reached
+
+
+def _executor(argv: list[str]) -> str | None:
+    for i, a in enumerate(argv):
+        if a == "--executor" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--executor="):
+            return a.split("=", 1)[1]
+    return None
 
 
 def main(argv: list[str]) -> int:
@@ -91,6 +116,8 @@ def main(argv: list[str]) -> int:
     from workflows.catalog import load_catalog
     from workflows.release_matrix import MATRIX_PATH, MatrixError, load_matrix, tier_specs
 
+    if args.history_url:
+        os.environ["TT_HISTORY_URL"] = args.history_url  # every run.py and the indexing read it
     if args.apply_to is not None:  # the dry run's catalog: read, run and edited there (workflows.catalog)
         os.environ["TT_CATALOG_ROOT"] = str(args.apply_to.resolve())
     try:
@@ -99,14 +126,13 @@ def main(argv: list[str]) -> int:
         matrix = load_matrix(args.matrix or MATRIX_PATH)
         catalog = load_catalog()
         if args.list_tiers:
-            for tier in matrix.tiers.values():
-                specs = tier_specs(tier, catalog)
-                print(f"{tier.name}: {tier.description} ({len(specs)} specs, {tier.workflow}, mode {tier.mode})")
-                for s in specs:
-                    print(f"  {s.model_name:32} {s.device_type.value:8} {s.impl.impl_name:20} {s.status.name}")
-            return 0
+            return _list_tiers(matrix, catalog)
         if args.tier not in matrix.tiers:
             raise MatrixError(f"--tier {args.tier!r}: one of {', '.join(matrix.tiers)}")
+        if args.retries < 0 or args.retries > 10:
+            raise MatrixError(f"--retries {args.retries}: 0 to 10")
+        if args.plan is not None:
+            return _plan(args, tier_specs(matrix.tiers[args.tier], catalog), matrix.tiers[args.tier])
         if args.out is None:
             raise MatrixError("--out DIR is required")
         tier = matrix.tiers[args.tier]
@@ -142,6 +168,17 @@ def main(argv: list[str]) -> int:
     return code
 
 
+def _list_tiers(matrix, catalog) -> int:
+    from workflows.release_matrix import tier_specs
+
+    for tier in matrix.tiers.values():
+        specs = tier_specs(tier, catalog)
+        print(f"{tier.name}: {tier.description} ({len(specs)} specs, {tier.workflow}, mode {tier.mode})")
+        for s in specs:
+            print(f"  {s.model_name:32} {s.device_type.value:8} {s.impl.impl_name:20} {s.status.name}")
+    return 0
+
+
 def _run_tier(args, matrix, tier, specs, workflow_args, host: str, mode: str) -> int:
     """Run (or collect) the tier and write the support table; the tier's exit code."""
     from workflows.catalog import load_catalog
@@ -159,6 +196,10 @@ def _run_tier(args, matrix, tier, specs, workflow_args, host: str, mode: str) ->
             results.append(EntryResult(spec, run_dir=run_dir) if run_dir.is_dir() else EntryResult(
                 spec, not_run=f"no run directory {run_dir.name} was collected (its Job did not run here)"))
         interrupted = False
+    elif args.executor == "ray":
+        results, interrupted, host = _run_on_ray(args, tier, specs, workflow_args, mode)
+        if results is None:
+            return 2
     else:
         print(f"tier {tier.name}: {len(specs)} spec(s), {tier.workflow} with mode={mode}, one after another on "
               f"this host ({host})", flush=True)
@@ -172,6 +213,44 @@ def _run_tier(args, matrix, tier, specs, workflow_args, host: str, mode: str) ->
     if interrupted:
         return 130
     return 3 if "FAIL" in verdicts else 4 if "INCONCLUSIVE" in verdicts else 0
+
+
+def _run_on_ray(args, tier, specs, workflow_args, mode: str):
+    """The tier on the Ray cluster (``workflows.matrix_ray``): results, interrupted, the table's host line."""
+    from workflows.matrix_ray import RayMatrixError, run_tier_on_ray
+
+    say = lambda line: print(f"release_matrix: {line}", flush=True)  # noqa: E731
+    print(f"tier {tier.name}: {len(specs)} spec(s), {tier.workflow} with mode={mode}, on the Ray cluster at "
+          f"{args.address}", flush=True)
+    try:
+        results, interrupted, nodes = run_tier_on_ray(
+            tier, specs, workflow_args, address=args.address, out=args.out, retries=args.retries,
+            compare_to=args.compare_to, say=say, tty=sys.stdout.isatty())
+    except RayMatrixError as exc:
+        print(f"release_matrix.py: error: {exc}", file=sys.stderr)
+        return None, False, ""
+    return results, interrupted, f"a Ray cluster of {nodes} node(s) at {args.address}"
+
+
+def _plan(args, specs, tier) -> int:
+    """``--plan FLEET``: the makespan from the run history's measured per-spec times (assumed where none)."""
+    from history.store import HistoryError, open_store
+    from workflows.matrix_fleet import history_durations, parse_fleet, render_plan, spec_times
+    from workflows.release_matrix import MatrixError
+
+    mode = dict(kv.split("=", 1) for kv in args.workflow_args.split() if "=" in kv).get("mode", tier.mode)
+    try:
+        fleet = parse_fleet(args.plan, {s.device_type.value for s in specs})
+    except ValueError as exc:
+        raise MatrixError(str(exc)) from None
+    try:
+        with open_store() as store:
+            durations = history_durations(store.runs(), tier.workflow)
+    except HistoryError as exc:
+        print(f"release_matrix.py: note: {exc}; every spec's time is assumed", file=sys.stderr)
+        durations = {}
+    print(render_plan(tier.name, mode, spec_times(specs, durations, mode), fleet))
+    return 0
 
 
 def _promote(args, matrix, tier, specs) -> int:

@@ -15,6 +15,7 @@ Its --workflow-args keys are declared in contracts.workflow_keys (TEST_ARGS).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import subprocess
 import sys
@@ -88,6 +89,8 @@ def suite_env(server_url: str, served_model_name: str, spec: ModelSpec, mode: st
     env["TT_SERVED_MODEL_NAME"] = served_model_name
     env["TT_TEST_ENGINE"] = os.environ.get("TT_TEST_ENGINE") or spec.engine.value
     env["TT_TEST_MAX_BATCH_DIVERGENCE"] = str(spec.device_model_spec.max_batch_divergence)
+    speculative = spec.device_model_spec.vllm_args.get("speculative_config")
+    env["TT_TEST_SPECULATIVE"] = json.dumps(speculative) if speculative else ""  # the lossless case runs when set
     if mode in INVARIANCE_PROMPTS_PER_MODE:
         env["TT_TEST_INVARIANCE_PROMPTS"] = str(INVARIANCE_PROMPTS_PER_MODE[mode])
     return env

@@ -79,8 +79,13 @@ def baseline_launch(ctx: RunContext, own: ServerLaunch) -> ServerLaunch:
     where.mkdir(parents=True, exist_ok=True)
     port = _free_port(own.bind_host)
     spec = copy.deepcopy(ctx.spec)
-    spec.device_model_spec.vllm_args.update(ctx.options.baseline_vllm_args or {})
-    spec.device_model_spec.vllm_args["port"] = str(port)
+    args = spec.device_model_spec.vllm_args
+    for key, value in (ctx.options.baseline_vllm_args or {}).items():
+        if value is None:  # null removes the argument ('{"speculative_config": null}': the spec without it)
+            args.pop(key, None)
+        else:
+            args[key] = value
+    args["port"] = str(port)
     spec_path = spec.write(where / "model_spec.json")
     return replace(own, spec=spec, spec_json_path=Path(spec_path), run_dir=where, service_port=port,
                    server_log_path=where / "server.log", outlive_orchestrator=False)

@@ -174,8 +174,11 @@ class RunOptions:
     ignore_verdict: bool = False
     fresh_server: bool = False
     list_catalog: bool = False
+    host_resources: bool = False  # --host-resources: print this host's `ray start --resources` JSON
     list_format: str = "table"
     history: bool = False
+    requirements: Any = None               # records.requirements.Requirements (--requirements)
+    custom_weights: tuple[str, str | None] | None = None  # (served name, weights dir or None: a hub id)
     flags: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -276,13 +279,16 @@ def check_baseline_host(value: str, environment: dict) -> None:
 def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     """Parse and validate everything that does not need the resolved spec."""
     ns = _parse_argv(argv)
-    flags = {k: v for k, v in sorted(vars(ns).items()) if k not in ("list", "format", "history")}
+    flags = {k: v for k, v in sorted(vars(ns).items()) if k not in ("list", "format", "history", "host_resources")}
     if ns.format not in LIST_FORMATS:
         raise UsageError(f"unknown --format {_shown(ns.format)}; valid: {', '.join(LIST_FORMATS)}")
     if ns.list:
         return RunOptions(workflow=None, list_catalog=True, list_format=ns.format, flags=flags)
+    if ns.host_resources:
+        return RunOptions(workflow=None, host_resources=True, flags=flags)
     if ns.history:
         return history_options(ns, catalog, flags)
+    requirements, custom_weights = _requirements(ns, catalog, flags)
     workflow = _chosen_workflow(ns)
     device = DeviceType(_choice("--device", ns.device, DEVICES, any_case=True)) if ns.device is not None else None
     engine = InferenceEngine(_choice("--engine", ns.engine, ENGINES)) if ns.engine is not None else None
@@ -314,8 +320,19 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
         reset_venvs=ns.reset_venvs, model_spec_json=Path(ns.model_spec_json) if ns.model_spec_json else None,
         print_docker_cmd=ns.print_docker_cmd, no_auth=ns.no_auth, auth_mode=ns.auth,
         output_dir=Path(ns.output_dir) if ns.output_dir else None, ignore_verdict=ignore_verdict,
-        fresh_server=ns.fresh_server, flags=flags,
+        fresh_server=ns.fresh_server, requirements=requirements, custom_weights=custom_weights, flags=flags,
     )
+
+
+
+def _requirements(ns: argparse.Namespace, catalog: Catalog | None, flags: dict) -> tuple[Any, Any]:
+    """--requirements and --custom-weights (``workflows.requirements_cli.requirements_options``), one line each."""
+    from workflows.requirements_cli import RequirementsUsage, requirements_options
+
+    try:
+        return requirements_options(ns, catalog.model_names() if catalog is not None else [], flags)
+    except RequirementsUsage as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _parse_argv(argv: Sequence[str]) -> argparse.Namespace:
@@ -457,6 +474,9 @@ def resolve_spec(options: RunOptions, catalog: Catalog) -> ModelSpec:
             raise UsageError(f"--model-spec-json {path} is not a valid model spec: {_one_line(reason)}") from None
     else:
         spec = copy.deepcopy(_choose_spec(options, catalog))
+    if options.custom_weights is not None:  # an off-catalog model inheriting this spec
+        from workflows.requirements_cli import off_catalog_spec
+        spec = off_catalog_spec(spec, options.custom_weights, options.requirements)
     apply_runtime_options(spec, options)
     return spec
 
@@ -527,8 +547,11 @@ def apply_runtime_options(spec: ModelSpec, options: RunOptions) -> None:
     if options.override_tt_config is not None:
         dms.override_tt_config = merge_tt_config(dms.override_tt_config, options.override_tt_config)
     render_tt_config(spec)  # after the override, so it reaches vLLM
-    if options.vllm_override_args:
-        dms.vllm_args.update(options.vllm_override_args)
+    for key, value in (options.vllm_override_args or {}).items():
+        if value is None:  # null removes the argument (as --baseline-vllm-args does)
+            dms.vllm_args.pop(key, None)
+        else:
+            dms.vllm_args[key] = value
     dms.vllm_args["port"] = str(options.service_port)
     if options.dev_mode:
         spec.docker_image = spec.docker_image.replace("-release-", "-dev-")

@@ -265,6 +265,11 @@ def find_weights(spec: ModelSpec, env: Mapping[str, str] | None = None) -> HostS
         if not weights_format(path):
             raise HostSetupError(f"MODEL_WEIGHTS_DIR: {describe_bad_format(path)}")
         return _with_tokenizer(path, "model_weights_dir")
+    if spec.weights_source.get("kind") == "local":  # an off-catalog model's own weights (--custom-weights)
+        path = Path(str(spec.weights_source.get("path"))).expanduser()
+        if not weights_format(path):
+            raise HostSetupError(f"--custom-weights: {describe_bad_format(path)}")
+        return _with_tokenizer(path, "custom_weights")
     if spec.weights_source.get("kind") == "packaged":
         target = cache_root(env) / "models" / _packaged_name(spec)
         if (target / COMPLETE_MARKER).is_file() and weights_format(target) == "hf":

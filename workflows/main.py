@@ -198,6 +198,14 @@ def _prepare_run(argv: list[str], ui) -> _PreparedRun | int:
     if options.list_catalog:
         print_catalog(catalog, options.list_format)
         return 0
+    if options.host_resources:
+        from workflows.matrix_fleet import host_resources_line
+
+        line, notes = host_resources_line()
+        for note in notes:
+            print(f"run.py: note: {note}", file=sys.stderr)
+        print(line)
+        return 0
     if options.rebuilds_reports:
         return _rebuild_reports(options, ui)
     if options.history:
@@ -304,8 +312,12 @@ def _record_resolved_spec(run: _PreparedRun, argv: list[str], t_start: float) ->
     record = run_dir.start_step("resolve_spec")
     run.spec.write(run_dir.spec_path)
     run_dir.write_json("cli_args.json", run.options.record())
+    outputs = ["model_spec.json", "cli_args.json"]
+    if run.options.requirements is not None:  # the report's "Requirements" table is judged from this copy
+        (run_dir.path / "requirements.json").write_text(run.options.requirements.to_json() + "\n")
+        outputs.append("requirements.json")
     run.manifest.environment = run.environment
-    run_dir.end_step(record, StepStatus.PASSED, run.spec.model_id, ["model_spec.json", "cli_args.json"])
+    run_dir.end_step(record, StepStatus.PASSED, run.spec.model_id, outputs)
     run_dir.log(f"run {run.run_id}: {' '.join(argv)}")
     run_dir.log(f"spec resolved in {time.monotonic() - t_start:.3f}s since start")
 

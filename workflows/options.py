@@ -71,7 +71,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
            "the ratio's confidence interval against regression_tolerance decides: a regression exits 3, an undecided "
            "comparison 4", "server"),
     Option(("--baseline-vllm-args",), "A/B: start a second local server of the same spec with this JSON object "
-           "laid over its vLLM args, on another port, as the baseline (with --local-server; both are stopped at "
+           "laid over its vLLM args (null removes a key: '{\"speculative_config\": null}' is the spec without "
+           "speculation), on another port, as the baseline (with --local-server; both are stopped at "
            "the end); decided as --baseline-url", "server", metavar="JSON"),
     Option(("--service-port",), "server port (default: $SERVICE_PORT or 8000)", "server", default="8000",
            default_env="SERVICE_PORT"),
@@ -86,7 +87,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option(("--device-id",), "comma-separated Tenstorrent device ids, e.g. 0 or 0,1", "server"),
     Option(("--override-tt-config",), "JSON object merged key by key over the spec's TT config (null removes a key)",
            "catalog"),
-    Option(("--vllm-override-args",), "JSON object merged over the spec's vLLM args", "catalog"),
+    Option(("--vllm-override-args",), "JSON object merged over the spec's vLLM args (null removes a key; e.g. "
+           "'{\"speculative_config\": {\"method\": \"ngram\", \"num_speculative_tokens\": 3}}' speculates)",
+           "catalog"),
     Option(("--reset-venvs",), "delete .workflow_venvs/ first", "host", switch=True),
     Option(("--model-spec-json",), "use this resolved ModelSpec JSON instead of the catalog", "catalog"),
     Option(("--print-docker-cmd",), "print the docker run command and exit", "server", switch=True),
@@ -105,7 +108,19 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option(("--history",), "write DIR/history.html and DIR/history.json (--output-dir DIR): every release in the "
            "run history over time, each judged metric with its interval, the regression gate's marks and host "
            "changes; --model and --device narrow it; runs no workflow", "output", switch=True),
+    Option(("--requirements", "--requirements-json"), "a requirements document (JSON or YAML, schema 2.x: README "
+           "'Requirements'): the model, device, evals with reference scores, sweep points and agentic sessions with "
+           "targets, each must or should; fills --model/--device/--workflow (release) and points=/tasks= when not "
+           "given; each requirement is decided on its 95%% interval: a must not met exits 3, a must undecided 4",
+           "selection", metavar="FILE"),
+    Option(("--custom-weights",), "serve the weights in DIR (HF format) under their own name, inheriting --model's "
+           "spec (engine, limits, eval config); the synthesised spec is the run's model_spec.json", "catalog",
+           metavar="DIR"),
     Option(("--list",), "print the catalog and exit", "catalog", switch=True),
+    Option(("--host-resources",), "print the Ray resources of this host as JSON for `ray start --resources` "
+           "(one device resource per catalog device its Tenstorrent cards, GPUs and CPU can run, and one "
+           "matrix_slot) and exit: release_matrix.py --executor ray runs each spec on a node offering its "
+           "device", "host", switch=True),
     Option(("--format",), "with --list: 'table' (plain rows when piped) or 'json'", "catalog", default="table"),
 )
 
@@ -130,7 +145,7 @@ def markdown_table(options: tuple[Option, ...] = RUN_OPTIONS) -> str:
                           for flag in option.flags)
         shown = option.shown_default()
         default = f"`{shown}`" if shown and shown != "off" else shown
-        text = option.help.replace("|", "\\|")
+        text = option.help.replace("%%", "%").replace("|", "\\|")  # argparse's help escapes % as %%
         rows.append(f"| {flags} | {default} | {option.owner} | {text} |")
     return "\n".join(rows)
 

@@ -91,8 +91,15 @@ def needs_server(workflow: WorkflowType) -> bool:
 
 
 def runnable_clients(ctx: RunContext) -> list[WorkflowType]:
+    """The run's clients; a release given a requirements document runs only what the document measures
+    (benchmarks, evals) and the report: its verdict is the document's, not the catalog's."""
+    needed = None
+    if ctx.options.requirements is not None and ctx.workflow is WorkflowType.RELEASE:
+        from workflows.requirements_cli import needed_clients
+        needed = needed_clients(ctx.options.requirements)
     return [w for w in client_sequence(ctx.workflow)
-            if w not in NOT_YET_AVAILABLE and no_variant_reason(ctx.spec, w) is None]
+            if w not in NOT_YET_AVAILABLE and no_variant_reason(ctx.spec, w) is None
+            and (needed is None or w.value in needed)]
 
 
 # ---------------------------------------------------------------------- steps
@@ -495,7 +502,8 @@ def run_clients(ctx: RunContext) -> int:
     for stage in client_stages(ctx.workflow, overlap_enabled(ctx.options.workflow_args, overlap_by_default(ctx))):
         runnable = []
         for client in stage:
-            skip_reason = NOT_YET_AVAILABLE.get(client) or no_variant_reason(ctx.spec, client)
+            skip_reason = NOT_YET_AVAILABLE.get(client) or no_variant_reason(ctx.spec, client) or (
+                "the requirements document asks nothing of it" if client not in runnable_clients(ctx) else None)
             if skip_reason:
                 ctx.run_dir.record_step(client.value, StepStatus.SKIPPED, skip_reason)
                 ctx.ui.step_skipped(client.value, skip_reason)

@@ -99,6 +99,8 @@ VENV_SPECS: dict[str, VenvSpec] = {
         VenvSpec("media-clients", "media-clients.txt", ("skimage",)),
         VenvSpec("hf-setup", "hf-setup.txt", ("huggingface_hub",)),
         VenvSpec("deploy", "deploy.txt", ("yaml", "kubernetes_validate")),
+        # release_matrix.py --executor ray and every node's `ray start` (run.py never imports Ray)
+        VenvSpec("ray", "ray.txt", ("ray", "rich", "yaml")),
         VenvSpec("dev", "dev.txt", ("pytest", "rich", "yaml", "tokenizers", "jinja2"), compile_bytecode=False),
         VenvSpec(
             "media-server",

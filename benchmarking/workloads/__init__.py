@@ -8,6 +8,9 @@
   far, the server's answers included, after a think time; TTFT per turn.
 * ``shared_prefix`` (``shared_prefix.py``): P system prompts shared by many users; the server's
   prefix-cache hit rate and TTFT with and without the sharing.
+* ``agentic`` (``agentic.py``): agent sessions whose turns append user messages or tool results (sized by a
+  session file, a bundled one by default) after a think time; TTFT per turn and per session, tokens per
+  session, the prefix-cache hit rate.
 
 Each workload turns the run's settings into points (``points(spec, bench)``, refusing bad input
 before anything is sent) and measures one (``measure(ctx, point, budget_s, pending_signal)`` ->
@@ -69,8 +72,13 @@ def _shared_prefix():
     return shared_prefix
 
 
+def _agentic():
+    from benchmarking.workloads import agentic
+    return agentic
+
+
 #: workload name -> its module, imported when its workload runs (each imports the client).
-REGISTRY = {"trace": _trace, "multi_turn": _multi_turn, "shared_prefix": _shared_prefix}
+REGISTRY = {"trace": _trace, "multi_turn": _multi_turn, "shared_prefix": _shared_prefix, "agentic": _agentic}
 
 
 def module(name: str):
