@@ -298,7 +298,7 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
     impl = _choice("--impl", ns.impl, catalog.impl_names()) if ns.impl is not None and catalog is not None \
         else ns.impl
     _check_flag_combinations(ns, workflow)
-    workflow_args = _checked_workflow_args(ns, workflow, flags)
+    workflow_args = _spec_decode_urls(ns, _checked_workflow_args(ns, workflow, flags), workflow)
     service_port = _checked_server_flags(ns)
     ignore_verdict = ns.ignore_verdict or workflow_args.get("ignore_verdict", "").lower() in ("1", "true", "yes")
     if ns.compare_to is not None:
@@ -323,6 +323,20 @@ def parse_args(argv: Sequence[str], catalog: Catalog | None) -> RunOptions:
         fresh_server=ns.fresh_server, requirements=requirements, custom_weights=custom_weights, flags=flags,
     )
 
+
+
+def _spec_decode_urls(ns: argparse.Namespace, workflow_args: dict[str, str], workflow: WorkflowType) -> dict[str, str]:
+    """--spec-decode-metrics-url (the upstream project's flag) is the benchmarks key ``spec_decode_metrics_url``:
+    the same endpoints, checked by the same parser before any work (``workflows.arg_values``)."""
+    value = getattr(ns, "spec_decode_metrics_url", None)
+    if value is None:
+        return workflow_args
+    if workflow not in (WorkflowType.BENCHMARKS, WorkflowType.RELEASE):
+        raise UsageError("--spec-decode-metrics-url is read by the benchmarks: use --workflow benchmarks or release")
+    if "spec_decode_metrics_url" in workflow_args:
+        raise UsageError("--spec-decode-metrics-url and --workflow-args spec_decode_metrics_url= both name the "
+                         "endpoints: give one")
+    return {**workflow_args, "spec_decode_metrics_url": value}
 
 
 def _requirements(ns: argparse.Namespace, catalog: Catalog | None, flags: dict) -> tuple[Any, Any]:

@@ -87,6 +87,10 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option(("--device-id",), "comma-separated Tenstorrent device ids, e.g. 0 or 0,1", "server"),
     Option(("--override-tt-config",), "JSON object merged key by key over the spec's TT config (null removes a key)",
            "catalog"),
+    Option(("--spec-decode-metrics-url",), "the spec-decode counters of an external or multi-worker server: its "
+           "/metrics URL(s), comma-separated, read before and after each benchmark point and summed over the workers "
+           "(vllm:spec_decode_* or tt_spec_decode_*); the same as --workflow-args spec_decode_metrics_url=",
+           "benchmarks", metavar="URL[,URL]"),
     Option(("--vllm-override-args",), "JSON object merged over the spec's vLLM args (null removes a key; e.g. "
            "'{\"speculative_config\": {\"method\": \"ngram\", \"num_speculative_tokens\": 3}}' speculates)",
            "catalog"),
