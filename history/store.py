@@ -247,16 +247,12 @@ class HistoryStore:
         workflow when one is given, that ended with nothing failed as the history last saw them
         (``history.baseline``: run status passed or inconclusive, verdict PASS or INCONCLUSIVE).
         The caller checks each run's own manifest before using it (the index can be stale)."""
-        where = ["spec_key = ?", "run_id <> ?",
-                 f"run_status IN ({', '.join('?' * len(LAST_STATUSES))})",
-                 f"verdict IN ({', '.join('?' * len(LAST_VERDICTS))})"]
-        params: list[Any] = [spec_key, exclude, *LAST_STATUSES, *LAST_VERDICTS]
+        where, params = self._accepted(exclude, before)
+        where.append("spec_key = ?")
+        params.append(spec_key)
         if host_fingerprint is not None:
             where.append("host_fingerprint = ?")
             params.append(host_fingerprint)
-        if before is not None:
-            where.append("started < ?")
-            params.append(before)
         if workflow is not None:
             where.append("workflow = ?")
             params.append(workflow)
@@ -267,14 +263,22 @@ class HistoryStore:
         """Every run of any spec on that host that ended with nothing failed (``finished``'s statuses and
         verdicts), newest first: the runs whose spread is the host class's run-level noise
         (``reports.run_noise``)."""
-        where = ["host_fingerprint = ?", "run_id <> ?",
-                 f"run_status IN ({', '.join('?' * len(LAST_STATUSES))})",
+        where, params = self._accepted(exclude, before)
+        where.append("host_fingerprint = ?")
+        params.append(host_fingerprint)
+        return self._entries(" AND ".join(where), params, limit=limit)
+
+    @staticmethod
+    def _accepted(exclude: str, before: str | None) -> tuple[list[str], list[Any]]:
+        """The conditions every accepted-run query shares: not ``exclude``, ended with nothing failed
+        (``history.baseline``'s statuses and verdicts), started before ``before`` when given."""
+        where = ["run_id <> ?", f"run_status IN ({', '.join('?' * len(LAST_STATUSES))})",
                  f"verdict IN ({', '.join('?' * len(LAST_VERDICTS))})"]
-        params: list[Any] = [host_fingerprint, exclude, *LAST_STATUSES, *LAST_VERDICTS]
+        params: list[Any] = [exclude, *LAST_STATUSES, *LAST_VERDICTS]
         if before is not None:
             where.append("started < ?")
             params.append(before)
-        return self._entries(" AND ".join(where), params, limit=limit)
+        return where, params
 
     def last(self, spec_key: str, host_fingerprint: str | None, *, before: str | None, exclude: str,
              workflow: str | None = None) -> RunEntry | None:

@@ -2,7 +2,7 @@
 and the host class's run-level noise from the run history.
 
 Why the order: the gate's within-run noise cuts each point's requests into consecutive blocks
-(``reports.run_noise.block_log_means``); a block is a stretch of the run's time only if the values are in
+(``reports.run_noise.block_stats``); a block is a stretch of the run's time only if the values are in
 the order the requests left. Rows carry the client's send time (``send_time_s``); rows without it keep the
 file's order (the order the client wrote them).
 """
@@ -58,7 +58,11 @@ def _send_order(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=when)  # stable: rows without a send time keep the file's order
 
 
-def _rows(path: Path) -> list[dict]:
+def measured_rows(path: Path | None) -> list[dict]:
+    """The measured (non-warm-up) rows of a per-request file (``point_*.requests.jsonl``) in the order they were
+    sent; [] when the file is absent or unreadable, a line that is not a JSON object skipped."""
+    if path is None:
+        return []
     rows: list[dict] = []
     try:
         with path.open(encoding="utf-8") as fh:
@@ -67,7 +71,7 @@ def _rows(path: Path) -> list[dict]:
                     row = json.loads(line) if line.strip() else None
                 except ValueError:
                     continue
-                if isinstance(row, dict):
+                if isinstance(row, dict) and not row.get("warmup"):
                     rows.append(row)
     except OSError:
         return []
@@ -107,7 +111,7 @@ def run_metrics(run_dir: Path) -> dict[str, MetricSeries]:
     for key, latencies in _media_latencies(run_dir).items():
         out[f"{key} latency_ms"] = MetricSeries(latencies, False, concurrency_of(key))
     for key, path in point_requests(run_dir).items():
-        rows = [row for row in _rows(path) if not row.get("warmup")]
+        rows = measured_rows(path)
         for name, value_of, higher in POINT_METRICS:
             values = [v for v in map(value_of, rows) if v is not None]
             out[f"{key} {name}"] = MetricSeries(values, higher, concurrency_of(key))
@@ -179,4 +183,4 @@ def host_levels(entries: Iterable[Any], setup_of: Callable[[Path], str | None]) 
 
 
 __all__ = ["MetricSeries", "POINT_METRICS", "HOST_KINDS", "metric_kind", "concurrency_of", "point_requests",
-           "run_metrics", "undecidable_points", "host_levels"]
+           "run_metrics", "measured_rows", "undecidable_points", "host_levels"]

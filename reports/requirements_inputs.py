@@ -19,6 +19,7 @@ from records.judge_checks import SectionJudgement
 from records.judge_requirements import PointSamples, SessionSamples, judge_requirements
 from records.report import EvalRow
 from records.requirements import RequirementsError, RequirementsSection, parse_requirements
+from reports.comparison_data import measured_rows
 
 FILE = "requirements.json"
 
@@ -43,20 +44,9 @@ def read_requirements_section(run_dir: Path, evals: Sequence[EvalRow], problems:
 
 
 def _rows(path: Path | None) -> list[dict]:
-    """The measured (non-warm-up) rows of a per-request file, in request order."""
-    if path is None or not path.is_file():
-        return []
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                row = json.loads(line) if line.strip() else None
-            except ValueError:
-                continue
-            if isinstance(row, dict) and not row.get("warmup"):
-                rows.append(row)
-    rows.sort(key=lambda r: r.get("index") if isinstance(r.get("index"), int) else 0)
-    return rows
+    """The measured (non-warm-up) rows of a per-request file (``comparison_data.measured_rows``), in request
+    order."""
+    return sorted(measured_rows(path), key=lambda r: r.get("index") if isinstance(r.get("index"), int) else 0)
 
 
 def _num(value) -> float | None:

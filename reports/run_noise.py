@@ -81,7 +81,6 @@ class RatioInterval:
     method: str
     level: NoiseLevel
     ratio: float
-    run_part: float      # the interval's log half-width from the run levels alone (sqrt(2) t s)
 
 
 def block_size(concurrency: int) -> int:
@@ -124,12 +123,6 @@ def block_stats(values: Sequence[float], concurrency: int) -> BlockStats | None:
         ss += sum((x - means[-1]) ** 2 for x in logs)
         df += len(logs) - 1
     return BlockStats(means, ss, df, len(values) / count)
-
-
-def block_log_means(values: Sequence[float], concurrency: int) -> list[float]:
-    """The blocks' log means (``block_stats``), [] below 2 blocks."""
-    stats = block_stats(values, concurrency)
-    return [] if stats is None else stats.means
 
 
 def within_run(stats: Sequence[BlockStats | None]) -> WithinRun | None:
@@ -224,12 +217,7 @@ def ratio_interval(values: Sequence[float], baseline: Sequence[float], level: No
     half = q * math.sqrt(runs2 + se2)
     low, high = ratio * math.exp(-half), ratio * math.exp(half)
     method = METHOD.format(source=level.source, detail=level.detail)
-    return RatioInterval(min(low, boot.low), max(high, boot.high), method, level, ratio,
-                         q * math.sqrt(2.0) * level.sd)
-
-
-#: More runs than this is said as "more than".
-MOST_RUNS_SAID = 50
+    return RatioInterval(min(low, boot.low), max(high, boot.high), method, level, ratio)
 
 
 def runs_to_decide(interval: RatioInterval, tolerance: float, higher_is_better: bool) -> int | None:
@@ -247,5 +235,5 @@ def runs_to_decide(interval: RatioInterval, tolerance: float, higher_is_better: 
 
 __all__ = ["MIN_RUNS", "NOISE_RUNS", "MIN_HOST_DF", "HOST_RUNS", "MIN_BLOCK_DF", "MAX_BLOCKS", "PRIOR_SD",
            "SOURCES", "NoiseLevel", "RatioInterval", "BlockStats", "WithinRun", "block_size", "block_stats",
-           "block_log_means", "within_run", "pooled_level",
-           "setup_level", "block_level", "choose_level", "ratio_interval", "runs_to_decide", "MOST_RUNS_SAID"]
+           "within_run", "pooled_level",
+           "setup_level", "block_level", "choose_level", "ratio_interval", "runs_to_decide"]
